@@ -1,0 +1,18 @@
+"""The lowering pipeline: scheduled PrimFunc -> flat, loop-only IR ready to render."""
+from __future__ import annotations
+
+from ..tir.func import PrimFunc
+from .passes import (auto_unroll, flatten, lower_blocks, lower_intdiv, unroll_explicit,
+                     vectorize_loops)
+
+
+def lower(func: PrimFunc, *, vectorize: bool = True, vector_bits: int = 256) -> PrimFunc:
+    """Blocks to loops, unrolling, flattening (with simplification), vectorization, and C
+    integer division. `vectorize=False` stops before vectorization (for the interpreter);
+    `vector_bits` is the target's SIMD register width."""
+    f = lower_blocks(func)
+    f = f.with_body(unroll_explicit(auto_unroll(f.body)))
+    f = flatten(f)
+    if not vectorize:
+        return f
+    return f.with_body(lower_intdiv(vectorize_loops(f.body, vector_bits)))

@@ -1,0 +1,76 @@
+"""Unrolling: mark loops under a `pragma_auto_unroll_max_step` annotation for unrolling,
+and unroll explicitly (copy the body per iteration) where `pragma_unroll_explicit` asks.
+
+A loop is auto-unrolled when the statements it runs in total (its extent times its body's
+count; a vectorized loop counts once) are at most the max step.
+"""
+from __future__ import annotations
+
+from ...tir.expr import const
+from ...tir.functor import substitute
+from ...tir.stmt import Allocate, For, IfThenElse, SeqStmt, seq, with_annotation
+
+EXPLICIT = "pragma_unroll_explicit"
+MAX_STEP = "pragma_auto_unroll_max_step"
+EXPLICIT_LIMIT = 512  # never copy a body more often than this
+
+
+def auto_unroll(stmt):
+    """Apply the unroll annotations found on loops."""
+    def walk(s):
+        if isinstance(s, For):
+            n = s.annotation(MAX_STEP)
+            if n:
+                body, _ = _mark(s.body, int(n), bool(s.annotation(EXPLICIT, 0)))
+                return For(s.loop_var, s.extent, s.kind, body, s.thread, s.annotations)
+            return For(s.loop_var, s.extent, s.kind, walk(s.body), s.thread, s.annotations)
+        if isinstance(s, SeqStmt):
+            return seq(*(walk(x) for x in s.stmts))
+        if isinstance(s, IfThenElse):
+            return IfThenElse(s.cond, walk(s.then_case),
+                              None if s.else_case is None else walk(s.else_case))
+        if isinstance(s, Allocate):
+            return Allocate(s.buffer, walk(s.body))
+        return s
+    return walk(stmt)
+
+
+def _mark(s, max_step: int, explicit: bool):
+    if isinstance(s, For):
+        body, steps = _mark(s.body, max_step, explicit)
+        total = steps * (1 if s.kind == "vectorized" else s.extent)
+        kind, ann = s.kind, s.annotations
+        if s.kind == "serial" and s.extent > 1 and total <= max_step:
+            kind = "unrolled"
+            if explicit:
+                ann = with_annotation(ann, EXPLICIT, 1)
+        return For(s.loop_var, s.extent, kind, body, s.thread, ann), total
+    if isinstance(s, SeqStmt):
+        parts = [_mark(x, max_step, explicit) for x in s.stmts]
+        return seq(*(p[0] for p in parts)), sum(p[1] for p in parts)
+    if isinstance(s, IfThenElse):
+        t, a = _mark(s.then_case, max_step, explicit)
+        e, b = (None, 0) if s.else_case is None else _mark(s.else_case, max_step, explicit)
+        return IfThenElse(s.cond, t, e), max(a, b)
+    if isinstance(s, Allocate):
+        body, steps = _mark(s.body, max_step, explicit)
+        return Allocate(s.buffer, body), steps
+    return s, 1
+
+
+def unroll_explicit(s):
+    """Replace unrolled loops that carry pragma_unroll_explicit by copies of their body."""
+    if isinstance(s, For):
+        body = unroll_explicit(s.body)
+        if s.kind == "unrolled" and s.annotation(EXPLICIT) and s.extent <= EXPLICIT_LIMIT:
+            v = s.loop_var
+            return seq(*(substitute(body, {v: const(i, v.dtype)}) for i in range(s.extent)))
+        return For(s.loop_var, s.extent, s.kind, body, s.thread, s.annotations)
+    if isinstance(s, SeqStmt):
+        return seq(*(unroll_explicit(x) for x in s.stmts))
+    if isinstance(s, IfThenElse):
+        return IfThenElse(s.cond, unroll_explicit(s.then_case),
+                          None if s.else_case is None else unroll_explicit(s.else_case))
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, unroll_explicit(s.body))
+    return s

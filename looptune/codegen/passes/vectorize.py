@@ -1,0 +1,212 @@
+"""Vectorize loops marked `vectorized` into explicit vector expressions (Ramp, Broadcast,
+vector loads and stores) when the body allows it: contiguous stores, loads that are
+contiguous, strided or loop-invariant, and + - * / and casts on the values. Anything else
+keeps the loop (the C renderer then asks the compiler to vectorize it with `omp simd`)."""
+from __future__ import annotations
+
+from ...tir import dtype as dt
+from ...tir.expr import (Binary, Broadcast, BufferLoad, Cast, FloatImm, IntImm, Ramp, Select, Var,
+                         binary, cast, const)
+from ...tir.functor import substitute, uses_var, visit
+from ...tir.stmt import Allocate, BufferStore, For, IfThenElse, SeqStmt, seq
+
+MAX_LANES = 64
+
+
+class _NoVec(Exception):
+    pass
+
+
+def vectorize_loops(s, vector_bits: int = 256):
+    """Vectorize `vectorized` loops into vectors of at most `vector_bits` (the target's
+    register width): a loop of 16 floats on AVX2 becomes two 8-lane vector statements, as
+    vectors wider than the hardware's compile to slow code."""
+    if isinstance(s, For):
+        body = vectorize_loops(s.body, vector_bits)
+        n = s.extent
+        if s.kind == "vectorized" and 2 <= n <= MAX_LANES:
+            try:
+                return _vectorize(s.loop_var, n, body, vector_bits)
+            except _NoVec:
+                pass
+        return For(s.loop_var, s.extent, s.kind, body, s.thread, s.annotations)
+    if isinstance(s, SeqStmt):
+        return seq(*(vectorize_loops(x, vector_bits) for x in s.stmts))
+    if isinstance(s, IfThenElse):
+        return IfThenElse(s.cond, vectorize_loops(s.then_case, vector_bits),
+                          None if s.else_case is None else vectorize_loops(s.else_case, vector_bits))
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, vectorize_loops(s.body, vector_bits))
+    return s
+
+
+def _vectorize(var: Var, n: int, body, vector_bits: int):
+    widest = 8
+    for b in _buffers(body):
+        widest = max(widest, dt.bits(b.dtype))
+    chunk = max(1, min(n, vector_bits // widest))
+    if chunk == 1 or n % chunk or chunk & (chunk - 1):
+        raise _NoVec  # GCC vectors have power-of-two lanes
+    if chunk == n:
+        return _Vectorizer(var, n).stmt(body)
+    parts = []
+    for c in range(n // chunk):
+        v = Var(var.name, var.dtype)
+        part = substitute(body, {var: binary("+", v, const(c * chunk, var.dtype))})
+        parts.append(_Vectorizer(v, chunk).stmt(simplify_stmt(part)))
+    return seq(*parts)
+
+
+def _buffers(stmt) -> set:
+    out = set()
+
+    def fn(n):
+        if isinstance(n, (BufferLoad, BufferStore)):
+            out.add(n.buffer)
+    visit(stmt, fn)
+    return out
+
+
+def simplify_stmt(stmt):
+    from .common import map_exprs
+    from ...tir.arith import Simplifier
+    return map_exprs(stmt, lambda e, dom: Simplifier(dom)(e))
+
+
+def _lanes(e) -> int:
+    return dt.lanes(e.dtype)
+
+
+class _Vectorizer:
+    def __init__(self, var: Var, lanes: int):
+        self.var = var
+        self.lanes = lanes
+        self.stored: dict = {}  # buffer -> [store index (Ramp)]
+        self.loaded: dict = {}  # buffer -> [index]
+
+    def bcast(self, e):
+        if _lanes(e) == self.lanes:
+            return e
+        return Broadcast(e, self.lanes, dt.with_lanes(e.dtype, self.lanes))
+
+    def expr(self, e):
+        if isinstance(e, Var):
+            if e is self.var:
+                return Ramp(const(0, e.dtype), 1, self.lanes, dt.with_lanes(e.dtype, self.lanes))
+            return e
+        if isinstance(e, (IntImm, FloatImm)):
+            return e
+        if not uses_var(e, {self.var}):
+            self.note_loads(e)
+            return e
+        if isinstance(e, Binary):
+            return self.binary(e)
+        if isinstance(e, BufferLoad):
+            idx = self.expr(e.indices[0])
+            if _lanes(idx) == 1:
+                self.loaded.setdefault(e.buffer, []).append(idx)
+                return BufferLoad(e.buffer, (idx,), e.dtype)
+            if not isinstance(idx, Ramp):
+                raise _NoVec
+            self.loaded.setdefault(e.buffer, []).append(idx)
+            return BufferLoad(e.buffer, (idx,), dt.with_lanes(e.dtype, self.lanes))
+        if isinstance(e, Cast):
+            v = self.expr(e.value)
+            if isinstance(v, Ramp):
+                raise _NoVec
+            return cast(v, dt.with_lanes(e.dtype, _lanes(v)))
+        if isinstance(e, Select):
+            c = self.expr(e.cond)
+            if _lanes(c) != 1:
+                raise _NoVec
+            t, f = self.expr(e.true_value), self.expr(e.false_value)
+            if isinstance(t, Ramp) or isinstance(f, Ramp):
+                raise _NoVec
+            t, f = self.bcast(t), self.bcast(f)
+            return Select(c, t, f, t.dtype)
+        raise _NoVec
+
+    def note_loads(self, e):
+        from ...tir.functor import visit
+
+        def fn(n):
+            if isinstance(n, BufferLoad):
+                self.loaded.setdefault(n.buffer, []).append(n.indices[0])
+        visit(e, fn)
+
+    def binary(self, e: Binary):
+        a, b = self.expr(e.a), self.expr(e.b)
+        la, lb = _lanes(a), _lanes(b)
+        if la == 1 and lb == 1:
+            return binary(e.op, a, b)
+        op = e.op
+        ra, rb = isinstance(a, Ramp), isinstance(b, Ramp)
+        if ra or rb:
+            if op in ("+", "-"):
+                sign = 1 if op == "+" else -1
+                if ra and rb:
+                    return Ramp(binary(op, a.base, b.base), a.stride + sign * b.stride, self.lanes, a.dtype)
+                if ra:
+                    return Ramp(binary(op, a.base, b), a.stride, self.lanes, a.dtype)
+                if op == "+":
+                    return Ramp(binary("+", a, b.base), b.stride, self.lanes, b.dtype)
+                return Ramp(binary("-", a, b.base), -b.stride, self.lanes, b.dtype)
+            if op == "*":
+                r, c = (a, b) if ra else (b, a)
+                if isinstance(c, IntImm):
+                    return Ramp(binary("*", r.base, c), r.stride * c.value, self.lanes, r.dtype)
+            raise _NoVec
+        if op not in ("+", "-", "*", "/"):
+            raise _NoVec
+        a, b = self.bcast(a), self.bcast(b)
+        return Binary(op, a, b, dt.with_lanes(dt.promote(dt.element(a.dtype), dt.element(b.dtype)),
+                                              self.lanes))
+
+    def stmt(self, s):
+        if isinstance(s, SeqStmt):
+            out = seq(*(self.stmt(x) for x in s.stmts))
+            self.check_hazards()
+            return out
+        if isinstance(s, BufferStore):
+            idx = self.expr(s.indices[0])
+            if not (isinstance(idx, Ramp) and idx.stride == 1):
+                raise _NoVec
+            value = self.bcast(self.expr(s.value))
+            if isinstance(value, Ramp):
+                raise _NoVec
+            for other in self.stored.get(s.buffer, ()):
+                if not _disjoint(other, idx, self.lanes) and not _same(other, idx):
+                    raise _NoVec
+            self.stored.setdefault(s.buffer, []).append(idx)
+            self.check_hazards()
+            return BufferStore(s.buffer, value, (idx,))
+        if isinstance(s, For):
+            if s.kind in ("vectorized", "parallel"):
+                raise _NoVec
+            return For(s.loop_var, s.extent, s.kind, self.stmt(s.body), s.thread, s.annotations)
+        if isinstance(s, IfThenElse):
+            c = self.expr(s.cond)
+            if _lanes(c) != 1:
+                raise _NoVec
+            return IfThenElse(c, self.stmt(s.then_case),
+                              None if s.else_case is None else self.stmt(s.else_case))
+        raise _NoVec
+
+    def check_hazards(self):
+        """A buffer stored as a vector may only be loaded at exactly the stored lanes, so
+        running each statement for all lanes at once cannot change what a lane reads."""
+        for buf, stores in self.stored.items():
+            for lidx in self.loaded.get(buf, ()):
+                if not any(_same(lidx, sidx) for sidx in stores):
+                    raise _NoVec
+
+
+def _same(a, b) -> bool:
+    from ...tir.structural import structural_equal
+    return structural_equal(a, b)
+
+
+def _disjoint(a: Ramp, b: Ramp, lanes: int) -> bool:
+    from ...tir.arith import simplify
+    d = simplify(binary("-", a.base, b.base))
+    return isinstance(d, IntImm) and abs(d.value) >= lanes

@@ -1,0 +1,7 @@
+"""Compile generated C with the system compiler, load it, call and time it."""
+from .compiler import CFLAGS, compile_shared, compiler_version, have_compiler
+from .error import BuildError, RunError
+from .module import ArgInfo, Module, ProfileResult
+
+__all__ = ["ArgInfo", "BuildError", "CFLAGS", "Module", "ProfileResult", "RunError",
+           "compile_shared", "compiler_version", "have_compiler"]

@@ -1,0 +1,162 @@
+"""A compiled kernel loaded into this process: call it with numpy arrays, time it."""
+from __future__ import annotations
+
+import ctypes
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..tir import dtype as dt
+from .error import RunError
+from .timer import timer_lib
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    """Seconds per call, one entry per repeat."""
+
+    results: tuple
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.results)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.results)
+
+    @property
+    def min(self) -> float:
+        return min(self.results)
+
+    @property
+    def std(self) -> float:
+        return statistics.pstdev(self.results) if len(self.results) > 1 else 0.0
+
+    def __str__(self):
+        return (f"median {self.median * 1e3:.4f} ms, mean {self.mean * 1e3:.4f} ms, "
+                f"min {self.min * 1e3:.4f} ms over {len(self.results)} repeats")
+
+
+@dataclass(frozen=True)
+class ArgInfo:
+    name: str
+    shape: tuple
+    dtype: str
+    written: bool
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
+                "written": self.written}
+
+    @staticmethod
+    def from_json(d) -> "ArgInfo":
+        return ArgInfo(d["name"], tuple(d["shape"]), d["dtype"], bool(d["written"]))
+
+
+class Module:
+    """`mod(*arrays)` runs the kernel, writing outputs in place; `mod.source` is its C."""
+
+    def __init__(self, lib_path: Path, symbol: str, args: list[ArgInfo], source: str,
+                 source_path: Path | None = None):
+        self.lib_path = Path(lib_path)
+        self.symbol = symbol
+        self.args = list(args)
+        self.source = source
+        self.source_path = source_path
+        self._lib = ctypes.CDLL(str(self.lib_path))
+        self._fn = getattr(self._lib, f"{symbol}_packed")
+        self._fn.restype = ctypes.c_int32
+        self._fn.argtypes = [ctypes.c_void_p]
+        self._set_threads = getattr(self._lib, "lt_set_num_threads", None)
+        self.num_threads = 0
+
+    def set_num_threads(self, n: int) -> None:
+        """Threads for parallel loops (0: OpenMP's default, usually all cores)."""
+        if self._set_threads is not None:
+            self._set_threads(int(n))
+        self.num_threads = int(n)
+
+    def _pack(self, arrays):
+        if len(arrays) != len(self.args):
+            names = ", ".join(a.name for a in self.args)
+            raise RunError(f"{self.symbol} takes {len(self.args)} arrays ({names}), got {len(arrays)}")
+        ptrs = (ctypes.c_void_p * len(arrays))()
+        spans = []
+        for i, (info, a) in enumerate(zip(self.args, arrays)):
+            if not isinstance(a, np.ndarray):
+                raise RunError(f"argument {info.name} must be a numpy array, got {type(a).__name__}")
+            want = dt.numpy_name(info.dtype)
+            if a.dtype != np.dtype(want):
+                raise RunError(f"argument {info.name} must have dtype {want}, got {a.dtype}; "
+                               f"convert with .astype('{want}')")
+            if a.shape != tuple(info.shape):
+                raise RunError(f"argument {info.name} must have shape {tuple(info.shape)}, got "
+                               f"{a.shape}")
+            if not a.flags.c_contiguous:
+                raise RunError(f"argument {info.name} must be C-contiguous; pass "
+                               "np.ascontiguousarray(x)")
+            if info.written and not a.flags.writeable:
+                raise RunError(f"argument {info.name} is an output and must be writeable")
+            start = a.ctypes.data
+            spans.append((start, start + a.nbytes, info))
+            ptrs[i] = start
+        for j, (s1, e1, a1) in enumerate(spans):
+            for s2, e2, a2 in spans[j + 1:]:
+                if (a1.written or a2.written) and s1 < e2 and s2 < e1:
+                    raise RunError(f"arguments {a1.name} and {a2.name} overlap in memory; the "
+                                   "kernel assumes distinct buffers (pass a copy)")
+        return ptrs
+
+    def __call__(self, *arrays) -> None:
+        ptrs = self._pack(arrays)
+        rc = self._fn(ptrs)
+        if rc != 0:
+            raise RunError(f"{self.symbol} failed with status {rc} (out of memory?)")
+
+    def time_evaluator(self, *, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0,
+                       enable_cpu_cache_flush: bool = False, flush_bytes: int | None = None):
+        """A function of the same arrays that returns ProfileResult (seconds per call).
+
+        One warm-up call first; each repeat times `number` calls in C, with `number` raised
+        until a repeat lasts at least `min_repeat_ms`; with cache flush, caches are flushed
+        before every repeat (use number=1 to time cold-cache calls)."""
+        if number < 1 or repeat < 1:
+            raise ValueError("number and repeat must be at least 1")
+
+        def run(*arrays) -> ProfileResult:
+            ptrs = self._pack(arrays)
+            lib = timer_lib()
+            status = ctypes.c_int32(0)
+            fn_ptr = ctypes.cast(self._fn, ctypes.c_void_p)
+
+            def timed(n: int) -> float:
+                t = lib.lt_time_packed(fn_ptr, ptrs, n, ctypes.byref(status))
+                if status.value != 0:
+                    raise RunError(f"{self.symbol} failed with status {status.value}")
+                return t
+
+            timed(1)  # warm-up
+            n = number
+            if min_repeat_ms > 0:
+                while True:
+                    t = timed(n)
+                    if t * 1e3 >= min_repeat_ms:
+                        break
+                    scale = min_repeat_ms / max(t * 1e3, 1e-3)
+                    n = max(n + 1, min(int(math.ceil(n * scale * 1.1)), n * 100))
+            results = []
+            fb = flush_bytes if flush_bytes is not None else 64 << 20
+            for _ in range(repeat):
+                if enable_cpu_cache_flush:
+                    lib.lt_flush_cache(fb)
+                results.append(timed(n) / n)
+            return ProfileResult(tuple(results))
+
+        return run
+
+    def __repr__(self):
+        return f"Module({self.symbol}, {self.lib_path.name})"

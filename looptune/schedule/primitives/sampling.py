@@ -1,0 +1,79 @@
+"""Sampling instructions: their decisions are what the search changes."""
+from __future__ import annotations
+
+from functools import lru_cache
+from math import prod
+
+from ..error import ScheduleError
+from ..trace import ExprRV, instruction
+
+
+@lru_cache(maxsize=4096)
+def divisors(n: int) -> tuple:
+    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
+    return tuple(sorted(set(small + [n // d for d in small])))
+
+
+@lru_cache(maxsize=4096)
+def prime_factors(n: int) -> tuple:
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    if n > 1:
+        out.append(n)
+    return tuple(out)
+
+
+def sample_tile(rand, extent: int, n: int, max_innermost_factor: int) -> tuple:
+    """Uniform innermost factor among divisors <= max_innermost_factor, then the remaining
+    prime factors scattered uniformly over the outer positions."""
+    if n == 1:
+        return (extent,)
+    inner_choices = [d for d in divisors(extent) if d <= max_innermost_factor] or [1]
+    inner = rand.choice(inner_choices)
+    factors = [1] * (n - 1)
+    for p in prime_factors(extent // inner):
+        factors[rand.randrange(n - 1)] *= p
+    return tuple(factors) + (inner,)
+
+
+@instruction("SamplePerfectTile", "sample_perfect_tile", inputs=("loop",),
+             attrs=("n", "max_innermost_factor"), pure=True, sampling=True)
+def sample_perfect_tile(sch, inputs, attrs, decision):
+    loop = sch._loop(inputs[0]).node
+    n, max_inner = attrs
+    if not isinstance(n, int) or n < 1:
+        raise ScheduleError(f"sample_perfect_tile: n must be a positive int, got {n!r}")
+    if decision is None:
+        decision = sample_tile(sch.rand, loop.extent, n, max_inner)
+    else:
+        decision = tuple(decision)
+        if (len(decision) != n or any(not isinstance(d, int) or d < 1 for d in decision)
+                or prod(decision) != loop.extent):
+            raise ScheduleError(f"sample_perfect_tile: decision {list(decision)} is not {n} "
+                                f"positive factors of loop {loop.loop_var.name}'s extent "
+                                f"{loop.extent}")
+    return [sch._new(ExprRV, d) for d in decision], decision
+
+
+@instruction("SampleCategorical", "sample_categorical", attrs=("candidates", "probs"),
+             pure=True, sampling=True)
+def sample_categorical(sch, inputs, attrs, decision):
+    candidates, probs = attrs
+    if not candidates:
+        raise ScheduleError("sample_categorical: candidates is empty")
+    if len(probs) != len(candidates) or any(p < 0 for p in probs) or sum(probs) <= 0:
+        raise ScheduleError(f"sample_categorical: probs {list(probs)} must be non-negative, one "
+                            f"per candidate ({len(candidates)}), and not all zero")
+    if decision is None:
+        decision = sch.rand.choices(range(len(candidates)), weights=probs)[0]
+    elif not isinstance(decision, int) or not 0 <= decision < len(candidates):
+        raise ScheduleError(f"sample_categorical: decision {decision!r} is not an index into "
+                            f"{len(candidates)} candidates")
+    value = candidates[decision]
+    if not isinstance(value, int):
+        raise ScheduleError(f"sample_categorical: candidates must be ints, got {value!r}")
+    return [sch._new(ExprRV, value)], decision

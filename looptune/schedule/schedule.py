@@ -1,0 +1,262 @@
+"""Schedule: apply loop and block transformations to a PrimFunc, recording a trace.
+
+Every method is thin: it runs one registered instruction (see `primitives/`) and appends it
+to `sch.trace`. A failed request raises ScheduleError and leaves the schedule unchanged.
+"""
+from __future__ import annotations
+
+import os
+import random
+
+from ..tir.func import PrimFunc
+from ..tir.stmt import Block, For
+from . import primitives  # noqa: F401  (registers the instruction kinds)
+from .error import ScheduleError
+from .state import State
+from .trace import INSTRUCTIONS, BlockRV, ExprRV, Instruction, InstructionKind, LoopRV, RV, Trace
+
+
+class Schedule:
+    def __init__(self, func: PrimFunc, *, seed: int | None = None):
+        self.state = State(func)
+        self.original = func
+        self.trace = Trace()
+        self._rv: dict = {}
+        self.seed = seed if seed is not None else int.from_bytes(os.urandom(4), "little")
+        self.rand = random.Random(self.seed)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def func(self) -> PrimFunc:
+        """The scheduled function as it is now."""
+        return self.state.func
+
+    mod = func
+
+    def copy(self, *, seed: int | None = None) -> "Schedule":
+        """An independent copy (same IR, trace and handles); `seed` reseeds its sampling."""
+        out = Schedule.__new__(Schedule)
+        out.state = State(self.state.func)
+        out.original = self.original
+        out.trace = self.trace.copy()
+        out._rv = dict(self._rv)
+        out.seed = self.seed if seed is None else seed
+        out.rand = random.Random()
+        if seed is None:
+            out.rand.setstate(self.rand.getstate())
+        else:
+            out.rand.seed(seed)
+        return out
+
+    def fork_seed(self) -> int:
+        return self.rand.randrange(1 << 31)
+
+    def get(self, rv):
+        """The current value behind a handle: a For, a Block, or an int."""
+        if isinstance(rv, LoopRV):
+            return self._loop(rv).node
+        if isinstance(rv, BlockRV):
+            return self._block(rv).node.block
+        if isinstance(rv, ExprRV):
+            return self._int(rv)
+        raise TypeError(f"not a schedule handle: {rv!r}")
+
+    def show(self) -> str:
+        return self.func.script()
+
+    # ------------------------------------------------------------------ instruction plumbing
+    def _apply(self, kind: InstructionKind | str, inputs, attrs, decision=None):
+        if isinstance(kind, str):
+            kind = INSTRUCTIONS[kind]
+        saved_func, saved_rv = self.state.func, dict(self._rv)
+        saved_rand = self.rand.getstate() if kind.sampling else None
+        try:
+            res = kind.apply(self, tuple(inputs), tuple(attrs), decision)
+        except BaseException:
+            self.state.set_func(saved_func)
+            self._rv = saved_rv
+            if saved_rand is not None:
+                self.rand.setstate(saved_rand)
+            raise
+        if kind.sampling:
+            outputs, decision = res
+        else:
+            outputs, decision = res, None
+        outputs = tuple(outputs)
+        self.trace.append(Instruction(kind, tuple(inputs), tuple(attrs), outputs), decision)
+        return outputs
+
+    def _loop(self, rv):
+        if not isinstance(rv, LoopRV):
+            raise ScheduleError(f"expected a loop handle (from get_loops / split / fuse), got {rv!r}")
+        var = self._rv.get(rv)
+        if var is None:
+            raise ScheduleError(f"{rv!r} is not a loop of this schedule")
+        return self.state.loop(var)
+
+    def _block(self, rv):
+        if not isinstance(rv, BlockRV):
+            raise ScheduleError(f"expected a block handle (from get_block), got {rv!r}")
+        name = self._rv.get(rv)
+        if name is None:
+            raise ScheduleError(f"{rv!r} is not a block of this schedule")
+        return self.state.block(name)
+
+    def _int(self, x) -> int:
+        if isinstance(x, ExprRV):
+            v = self._rv.get(x)
+            if v is None:
+                raise ScheduleError(f"{x!r} is not a sampled value of this schedule")
+            return v
+        if isinstance(x, bool) or not isinstance(x, int):
+            raise ScheduleError(f"expected an integer or a sampled value, got {x!r}")
+        return x
+
+    def _new(self, cls, value) -> RV:
+        rv = cls()
+        self._rv[rv] = value
+        return rv
+
+    def _loop_or_block(self, rv):
+        if isinstance(rv, LoopRV):
+            return self._loop(rv)
+        if isinstance(rv, BlockRV):
+            return self._block(rv)
+        raise ScheduleError(f"expected a loop or block handle, got {rv!r}")
+
+    # ------------------------------------------------------------------ lookups
+    def get_block(self, name: str) -> BlockRV:
+        return self._apply("GetBlock", [], [name])[0]
+
+    def get_loops(self, block: BlockRV) -> list[LoopRV]:
+        return list(self._apply("GetLoops", [block], []))
+
+    def get_child_blocks(self, block_or_loop) -> list[BlockRV]:
+        return list(self._apply("GetChildBlocks", [block_or_loop], []))
+
+    def get_producers(self, block: BlockRV) -> list[BlockRV]:
+        return list(self._apply("GetProducers", [block], []))
+
+    def get_consumers(self, block: BlockRV) -> list[BlockRV]:
+        return list(self._apply("GetConsumers", [block], []))
+
+    # ------------------------------------------------------------------ loops
+    def split(self, loop: LoopRV, factors) -> list[LoopRV]:
+        """Split `loop` into len(factors) nested loops, outermost first; at most one factor
+        may be None (inferred). If the factors over-cover the extent, the blocks under the
+        loop get the guard predicate `outer * inner_extent + inner < extent`."""
+        return list(self._apply("Split", [loop, *factors], []))
+
+    def fuse(self, *loops: LoopRV) -> LoopRV:
+        """Fuse directly nested loops into one: fused == ((l0 * n1) + l1) * n2 + l2 ..."""
+        return self._apply("Fuse", list(loops), [])[0]
+
+    def reorder(self, *loops: LoopRV) -> None:
+        """Put the given loops (of one perfect nest) in the given order, outermost first."""
+        self._apply("Reorder", list(loops), [])
+
+    def add_unit_loop(self, block_or_loop) -> LoopRV:
+        """Wrap a block or loop in a new loop of extent 1."""
+        return self._apply("AddUnitLoop", [block_or_loop], [])[0]
+
+    # ------------------------------------------------------------------ annotations
+    def parallel(self, loop: LoopRV) -> None:
+        self._apply("Parallel", [loop], [])
+
+    def vectorize(self, loop: LoopRV) -> None:
+        self._apply("Vectorize", [loop], [])
+
+    def unroll(self, loop: LoopRV) -> None:
+        self._apply("Unroll", [loop], [])
+
+    def bind(self, loop: LoopRV, thread_axis: str) -> None:
+        """Bind a loop to a GPU thread axis such as "blockIdx.x" or "threadIdx.x"."""
+        self._apply("Bind", [loop], [thread_axis])
+
+    def annotate(self, block_or_loop, ann_key: str, ann_val) -> None:
+        """Attach key=value (an int, float, str or sampled value) to a block or loop.
+
+        Known keys: pragma_auto_unroll_max_step (unroll inner loops whose total trip count
+        is at most the value), pragma_unroll_explicit (1: unroll in the generated code rather
+        than by the C compiler), pragma_parallel / vectorize extents for postprocessors."""
+        if isinstance(ann_val, str):
+            self._apply("Annotate", [block_or_loop], [ann_key, ann_val])
+        else:
+            self._apply("Annotate", [block_or_loop, ann_val], [ann_key])
+
+    def unannotate(self, block_or_loop, ann_key: str) -> None:
+        self._apply("Unannotate", [block_or_loop], [ann_key])
+
+    # ------------------------------------------------------------------ sampling
+    def sample_perfect_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 16,
+                            decision=None) -> list[ExprRV]:
+        """n tile sizes whose product is the loop's extent, the innermost at most
+        max_innermost_factor."""
+        return list(self._apply("SamplePerfectTile", [loop], [n, max_innermost_factor],
+                                None if decision is None else tuple(decision)))
+
+    def sample_categorical(self, candidates, probs=None, decision=None) -> ExprRV:
+        """One of `candidates` (ints), drawn with probabilities `probs` (uniform if None)."""
+        candidates = tuple(candidates)
+        probs = tuple(float(p) for p in probs) if probs is not None else tuple(
+            1.0 / len(candidates) for _ in candidates)
+        return self._apply("SampleCategorical", [], [candidates, probs], decision)[0]
+
+    def sample_compute_location(self, block: BlockRV, decision=None) -> LoopRV:
+        """A loop at which `block` can be computed (decision: an index into the candidate
+        loops, -1 for where it is now, -2 for inline)."""
+        return self._apply("SampleComputeLocation", [block], [], decision)[0]
+
+    # ------------------------------------------------------------------ blocks
+    def compute_inline(self, block: BlockRV) -> None:
+        """Inline an elementwise block into its consumers (its buffer disappears)."""
+        self._apply("ComputeInline", [block], [])
+
+    def reverse_compute_inline(self, block: BlockRV) -> None:
+        """Inline an elementwise consumer into its producer."""
+        self._apply("ReverseComputeInline", [block], [])
+
+    def compute_at(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False) -> None:
+        """Move a producer under a loop of its consumer, computing only the region that the
+        consumer's iteration of that loop needs."""
+        self._apply("ComputeAt", [block, loop], [bool(preserve_unit_loops)])
+
+    def reverse_compute_at(self, block: BlockRV, loop: LoopRV,
+                           preserve_unit_loops: bool = False) -> None:
+        """Move a consumer under a loop of its producer, consuming the region produced there."""
+        self._apply("ReverseComputeAt", [block, loop], [bool(preserve_unit_loops)])
+
+    def cache_read(self, block: BlockRV, read_buffer_index: int, storage_scope: str) -> BlockRV:
+        """A new block copying the block's read buffer #index into a `storage_scope` buffer,
+        which the block then reads instead."""
+        return self._apply("CacheRead", [block], [int(read_buffer_index), storage_scope])[0]
+
+    def cache_write(self, block: BlockRV, write_buffer_index: int, storage_scope: str) -> BlockRV:
+        """The block writes into a new `storage_scope` buffer; a new block copies it back."""
+        return self._apply("CacheWrite", [block], [int(write_buffer_index), storage_scope])[0]
+
+    def set_scope(self, block: BlockRV, buffer_index: int, storage_scope: str) -> None:
+        self._apply("SetScope", [block], [int(buffer_index), storage_scope])
+
+    def storage_align(self, block: BlockRV, buffer_index: int, axis: int, factor: int,
+                      offset: int) -> None:
+        """Pad the stride of `axis` of the block's written buffer to factor*k + offset."""
+        self._apply("StorageAlign", [block], [int(buffer_index), int(axis), int(factor),
+                                              int(offset)])
+
+    def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
+        """Move the block's init into its own block placed before `loop`."""
+        return self._apply("DecomposeReduction", [block, loop], [])[0]
+
+    def rfactor(self, loop: LoopRV, factor_axis: int) -> BlockRV:
+        """Factor the reduction over `loop` into a partial-result block (one result per
+        iteration of `loop`, stored along `factor_axis` of a new buffer) and a final
+        reduction over them. Returns the partial-result block."""
+        return self._apply("RFactor", [loop], [int(factor_axis)])[0]
+
+    def enter_postproc(self) -> None:
+        """Mark the point after which the trace holds postprocessing instructions."""
+        self._apply("EnterPostproc", [], [])
+
+
+__all__ = ["Schedule", "ScheduleError", "BlockRV", "LoopRV", "ExprRV", "For", "Block"]

@@ -1,0 +1,230 @@
+"""Tensors and the operations that produce them: placeholders and computes."""
+from __future__ import annotations
+
+import inspect
+import weakref
+from dataclasses import dataclass
+
+from ..tir import dtype as dt
+from ..tir.buffer import Buffer
+from ..tir.expr import (BufferLoad, ExprOps, IntImm, PrimExpr, Reduce, Var, cast, convert)
+from ..tir.functor import visit
+from ..tir.stmt import IterVar
+
+
+class TEError(ValueError):
+    """A tensor expression is malformed; the message says what and how to fix it."""
+
+
+_TENSOR_OF_BUFFER: "weakref.WeakValueDictionary[int, Tensor]" = weakref.WeakValueDictionary()
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class PlaceholderOp:
+    name: str
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class ComputeOp:
+    """out[axis] = body, where body may be one Reduce over reduction axes."""
+
+    name: str
+    axis: tuple  # IterVars, kind "S"
+    body: PrimExpr
+    inputs: tuple  # Tensors read by body
+    tag: str = ""
+    attrs: tuple = ()
+
+    @property
+    def reduce_axis(self) -> tuple:
+        return self.body.axis if isinstance(self.body, Reduce) else ()
+
+
+class Tensor:
+    """The output of a placeholder or compute; `T[i, j]` reads one element."""
+
+    __slots__ = ("op", "buffer", "__weakref__")
+
+    def __init__(self, op, buffer: Buffer):
+        self.op = op
+        self.buffer = buffer
+        _TENSOR_OF_BUFFER[id(buffer)] = self
+
+    @property
+    def shape(self) -> tuple:
+        return self.buffer.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.buffer.dtype
+
+    @property
+    def name(self) -> str:
+        return self.buffer.name
+
+    @property
+    def ndim(self) -> int:
+        return len(self.buffer.shape)
+
+    def __getitem__(self, indices) -> PrimExpr:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        if len(indices) != self.ndim:
+            raise TEError(f"tensor {self.name} has {self.ndim} dimension(s) {list(self.shape)}, "
+                          f"but was indexed with {len(indices)}: {self.name}{list(indices)}")
+        idx = []
+        for d, i in enumerate(indices):
+            if isinstance(i, slice):
+                raise TEError(f"tensor {self.name}: slices are not supported in expressions; "
+                              "index element by element inside te.compute")
+            try:
+                e = convert(i)
+            except TypeError as err:
+                raise TEError(f"tensor {self.name}: index {d} is {i!r}; {err}") from None
+            if not dt.is_int(e.dtype):
+                raise TEError(f"tensor {self.name}: index {d} ({e!r}) has dtype {e.dtype}; "
+                              "indices must be integers (cast with .astype('int32'))")
+            if isinstance(e, IntImm) and not 0 <= e.value < self.shape[d]:
+                raise TEError(f"tensor {self.name}: constant index {e.value} is out of range "
+                              f"for dimension {d} of extent {self.shape[d]}")
+            idx.append(e)
+        return BufferLoad(self.buffer, tuple(idx), self.dtype)
+
+    def __repr__(self):
+        return f"Tensor({self.name}, {list(self.shape)}, {self.dtype!r})"
+
+    # a Tensor used as a scalar (0-d) behaves like its only element
+    def __len__(self):
+        return self.shape[0]
+
+
+def tensor_of(buffer: Buffer) -> Tensor | None:
+    return _TENSOR_OF_BUFFER.get(id(buffer))
+
+
+def _shape(shape, what: str) -> tuple:
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        shape = tuple(int(s) for s in shape)
+    except (TypeError, ValueError):
+        raise TEError(f"{what}: shape must be a tuple of ints, got {shape!r}") from None
+    if any(s < 1 for s in shape):
+        raise TEError(f"{what}: every dimension must be >= 1, got {list(shape)}")
+    return shape
+
+
+def placeholder(shape, dtype: str = "float32", name: str = "placeholder") -> Tensor:
+    """An input tensor."""
+    shape = _shape(shape, f"placeholder {name}")
+    try:
+        dtype = dt.check(dtype)
+    except dt.DTypeError as e:
+        raise TEError(f"placeholder {name}: {e}") from None
+    return Tensor(PlaceholderOp(name), Buffer(name, shape, dtype))
+
+
+def reduce_axis(dom, name: str = "rv") -> IterVar:
+    """A reduction axis over `dom`: an int n (meaning [0, n)) or a pair (0, n)."""
+    if isinstance(dom, int):
+        lo, hi = 0, dom
+    else:
+        try:
+            lo, hi = (int(x) for x in dom)
+        except (TypeError, ValueError):
+            raise TEError(f"reduce_axis {name}: dom must be (0, n) or n, got {dom!r}") from None
+    if lo != 0:
+        raise TEError(f"reduce_axis {name}: ranges start at 0 (got ({lo}, {hi})); "
+                      f"shift the index instead, e.g. A[k + {lo}] over (0, {hi - lo})")
+    if hi < 1:
+        raise TEError(f"reduce_axis {name}: the range (0, {hi}) is empty")
+    return IterVar(Var(name), hi, "R")
+
+
+_AXIS_NAMES = "ijklmnopqrst"
+
+
+def compute(shape, fcompute, name: str = "compute", tag: str = "", attrs: dict | None = None,
+            dtype: str | None = None) -> Tensor:
+    """out[i, j, ...] = fcompute(i, j, ...). A reduction (te.sum, te.max, ...) must be the
+    outermost expression of fcompute's result."""
+    shape = _shape(shape, f"compute {name}")
+    try:
+        params = list(inspect.signature(fcompute).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    if params and params[0].kind == inspect.Parameter.VAR_POSITIONAL:
+        names = [_AXIS_NAMES[d] if d < len(_AXIS_NAMES) else f"ax{d}" for d in range(len(shape))]
+    else:
+        names = [p.name for p in params]
+        if len(names) != len(shape):
+            raise TEError(f"compute {name}: fcompute takes {len(names)} index argument(s) "
+                          f"({', '.join(names)}) but the shape {list(shape)} has {len(shape)} "
+                          "dimension(s)")
+    axis = tuple(IterVar(Var(n), s, "S") for n, s in zip(names, shape))
+    body = fcompute(*axis)
+    try:
+        body = convert(body)
+    except TypeError:
+        raise TEError(f"compute {name}: fcompute returned {body!r}; it must return an "
+                      "expression such as A[i] * 2") from None
+    if dtype is not None:
+        body = _cast_body(body, dt.check(dtype))
+    inputs = _check_body(name, body, axis)
+    buf = Buffer(name, shape, body.dtype)
+    op = ComputeOp(name, axis, body, inputs, tag, tuple(sorted((attrs or {}).items())))
+    return Tensor(op, buf)
+
+
+def _cast_body(body, dtype):
+    if isinstance(body, Reduce):
+        from ..tir.expr import Reduce as R
+        return R(body.combiner, cast(body.source, dtype), body.axis, cast(body.identity, dtype),
+                 dtype)
+    return cast(body, dtype)
+
+
+def _check_body(name: str, body: PrimExpr, axis: tuple) -> tuple:
+    """Validate reductions and collect the input tensors of a compute body."""
+    reduces = []
+    loads = []
+
+    def fn(n):
+        if isinstance(n, Reduce):
+            reduces.append(n)
+        elif isinstance(n, BufferLoad):
+            loads.append(n)
+
+    visit(body, fn)
+    if reduces and (not isinstance(body, Reduce) or len(reduces) > 1):
+        raise TEError(f"compute {name}: a reduction must be the outermost expression of the "
+                      "compute (e.g. te.sum(A[i, k] * B[k, j], axis=k)); put arithmetic on "
+                      "its result into a separate te.compute stage")
+    allowed = {iv.var for iv in axis}
+    if isinstance(body, Reduce):
+        raxes = {iv.var for iv in body.axis}
+        if raxes & allowed:
+            raise TEError(f"compute {name}: a spatial axis is used as a reduction axis")
+        allowed |= raxes
+    used = set()
+
+    def fv(n):
+        if isinstance(n, Var):
+            used.add(n)
+
+    visit(body, fv)
+    stray = [v for v in used if v not in allowed]
+    if stray:
+        names = ", ".join(sorted(v.name for v in stray))
+        raise TEError(f"compute {name}: variable(s) {names} are not axes of this compute; a "
+                      "te.reduce_axis may only be used inside the te.sum/max/min that reduces "
+                      "over it, in the same compute")
+    inputs, seen = [], set()
+    for ld in loads:
+        t = tensor_of(ld.buffer)
+        if t is None:
+            raise TEError(f"compute {name}: reads buffer {ld.buffer.name}, which is not a tensor")
+        if id(t) not in seen:
+            seen.add(id(t))
+            inputs.append(t)
+    return tuple(inputs)

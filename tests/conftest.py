@@ -1,0 +1,52 @@
+"""Test tiers: pure Python (no marker), `cc` (needs a C compiler), `gpu` (needs an NVIDIA
+GPU); `slow` tests are skipped when CI=true. Kernels compiled by tests go to a per-session
+cache directory unless LOOPTUNE_CACHE_DIR is set."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+
+def _have_cc() -> bool:
+    from looptune.runtime import have_compiler
+    return have_compiler()
+
+
+def _have_gpu() -> bool:
+    if shutil.which("nvidia-smi") is None:
+        return False
+    try:
+        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def pytest_configure(config):
+    if "LOOPTUNE_CACHE_DIR" not in os.environ:
+        import tempfile
+        os.environ["LOOPTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="looptune-test-cache-")
+
+
+def pytest_collection_modifyitems(config, items):
+    have_cc = _have_cc()
+    have_gpu = _have_gpu()
+    in_ci = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+    for item in items:
+        if "cc" in item.keywords and not have_cc:
+            item.add_marker(pytest.mark.skip(reason="no C compiler (set CC)"))
+        if "gpu" in item.keywords and not have_gpu:
+            item.add_marker(pytest.mark.skip(reason="no NVIDIA GPU"))
+        if "slow" in item.keywords and in_ci:
+            item.add_marker(pytest.mark.skip(reason="slow; skipped in CI (run locally)"))
+
+
+@pytest.fixture
+def rng():
+    import numpy as np
+    return np.random.default_rng(0)
