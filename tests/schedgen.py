@@ -75,3 +75,55 @@ def random_schedule(func, seed: int) -> Schedule:
             sch.annotate(b, "pragma_auto_unroll_max_step", step)
             sch.annotate(b, "pragma_unroll_explicit", rng.choice([0, 1]))
     return sch
+
+
+def random_block_schedule(func, seed: int) -> Schedule:
+    """Random loop schedules plus block primitives: inlining, compute_at through
+    sample_compute_location, cache_read / cache_write with compute_at / reverse_compute_at,
+    rfactor and decompose_reduction. Refused attempts are skipped."""
+    rng = random.Random(seed)
+    sch = random_schedule(func, seed) if rng.random() < 0.5 else Schedule(func, seed=seed)
+    if rng.random() < 0.3:
+        _try(sch.reverse_compute_inline, sch.get_block(block_names(sch.func)[-1]))
+    names = block_names(sch.func)
+    for name in reversed(names[:-1]):  # producers, consumers first
+        if name not in block_names(sch.func):
+            continue
+        b = sch.get_block(name)
+        r = rng.random()
+        if r < 0.3:
+            _try(sch.compute_inline, b)
+        elif r < 0.8:
+            loc = _try(sch.sample_compute_location, b)
+            if loc is not None:
+                _try(sch.compute_at, b, loc, rng.random() < 0.5)
+    for name in block_names(sch.func):
+        b = sch.get_block(name)
+        block = sch.get(b)
+        loops = sch.get_loops(b)
+        if block.init is not None and rng.random() < 0.4 and loops:
+            spatial = [l for l in loops if _try(_probe_spatial, sch, l)]
+            cw = _try(sch.cache_write, b, 0, rng.choice(["local", "global"]))
+            if cw is not None and spatial:
+                _try(sch.reverse_compute_at, cw, rng.choice(spatial))
+        if block.reads and rng.random() < 0.3 and loops:
+            cr = _try(sch.cache_read, b, rng.randrange(len(block.reads)), "global")
+            if cr is not None:
+                _try(sch.compute_at, cr, rng.choice(sch.get_loops(b)))
+        if block.init is not None and rng.random() < 0.2:
+            loops = sch.get_loops(b)
+            if loops:
+                _try(sch.rfactor, rng.choice(loops), 0)
+        if name in block_names(sch.func) and sch.get(sch.get_block(name)).init is not None \
+                and rng.random() < 0.3:
+            loops = sch.get_loops(sch.get_block(name))
+            if loops:
+                _try(sch.decompose_reduction, sch.get_block(name), rng.choice(loops))
+    return sch
+
+
+def _probe_spatial(sch, loop):
+    """True when parallelizing the loop would be legal (it drives no reduction)."""
+    trial = sch.copy()
+    trial.parallel(loop)
+    return True

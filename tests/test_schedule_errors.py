@@ -125,3 +125,134 @@ def test_handles_of_another_schedule_are_refused(sch):
 def test_bind_unknown_thread_axis(sch):
     i, j = sch.get_loops(sch.get_block("D"))
     refused(sch, lambda: sch.bind(i, "threadIdx.w"), "unknown thread axis")
+
+
+# ---------------------------------------------------------------------------- block primitives
+def three_stage():
+    """P (elementwise) feeds C (reduction) and Q; E consumes C."""
+    A = te.placeholder((16, 12), name="A")
+    P = te.compute((16, 12), lambda i, k: A[i, k] * 2.0, name="P")
+    k = te.reduce_axis(12, "k")
+    C = te.compute((16,), lambda i: te.sum(P[i, k], axis=k), name="C")
+    Q = te.compute((16, 12), lambda i, j: P[i, j] + 1.0, name="Q")
+    E = te.compute((16,), lambda i: C[i] * Q[i, 0], name="E")
+    return te.create_prim_func([A, E])
+
+
+@pytest.fixture
+def sch3():
+    return Schedule(three_stage(), seed=0)
+
+
+def test_compute_at_with_a_consumer_outside_the_loop(sch3):
+    i, k = sch3.get_loops(sch3.get_block("C"))
+    blk_P = sch3.get_block("P")
+    refused(sch3, lambda: sch3.compute_at(blk_P, i),
+            r"block\(s\) Q also read P but are not inside loop i")
+
+
+def test_compute_at_of_a_consumer_into_its_producer(sch3):
+    i, k = sch3.get_loops(sch3.get_block("P"))
+    blk_C = sch3.get_block("C")
+    refused(sch3, lambda: sch3.compute_at(blk_C, i),
+            "runs after loop i.*reverse_compute_at")
+
+
+def test_compute_at_of_an_output_block(sch):
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    blk_D = sch.get_block("D")
+    refused(sch, lambda: sch.compute_at(blk_D, i),
+            "writes D, an argument of the function, which must be computed whole")
+    d_i, _ = sch.get_loops(sch.get_block("D"))
+    sch.reverse_compute_at(sch.get_block("D"), i)  # the legal direction works
+
+
+def test_reverse_compute_at_inside_a_reduction_loop(sch):
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    blk_D = sch.get_block("D")
+    refused(sch, lambda: sch.reverse_compute_at(blk_D, k),
+            r"drives reduction variable vk of block C, so C is not final inside it")
+
+
+def test_inlining_a_reduction(sch3):
+    blk_C = sch3.get_block("C")
+    refused(sch3, lambda: sch3.compute_inline(blk_C),
+            "block C is a reduction; only elementwise blocks")
+
+
+def test_inlining_a_function_output(sch):
+    blk_D = sch.get_block("D")
+    refused(sch, lambda: sch.compute_inline(blk_D),
+            "writes D, an argument of the function")
+
+
+def test_reverse_inline_into_a_reduction(sch):
+    blk_D = sch.get_block("D")
+    refused(sch, lambda: sch.reverse_compute_inline(blk_D),
+            "block C is a reduction")
+
+
+def test_reverse_inline_with_two_consumers(sch3):
+    blk_Q = sch3.get_block("Q")
+    refused(sch3, lambda: sch3.reverse_compute_inline(blk_Q),
+            "block C also reads P")
+
+
+def test_cache_write_bad_buffer_index(sch):
+    blk_C = sch.get_block("C")
+    refused(sch, lambda: sch.cache_write(blk_C, 1, "local"),
+            r"block C has no write buffer #1 \(write buffers: 0: C\)")
+    blk_C = sch.get_block("C")
+    refused(sch, lambda: sch.cache_read(blk_C, 2, "local"),
+            r"block C has no read buffer #2 \(read buffers: 0: A, 1: B\)")
+    blk_C = sch.get_block("C")
+    refused(sch, lambda: sch.cache_write(blk_C, 0, "register"),
+            "unknown storage scope 'register'")
+
+
+def test_cache_write_after_the_consumer_moved_in(sch):
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.reverse_compute_at(sch.get_block("D"), j)
+    blk_C = sch.get_block("C")
+    refused(sch, lambda: sch.cache_write(blk_C, 0, "local"),
+            "block D reads C inside the same loop nest")
+
+
+def test_rfactor_of_a_spatial_loop(sch):
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    refused(sch, lambda: sch.rfactor(i, 0), "loop i does not drive a reduction variable")
+    refused(sch, lambda: sch.rfactor(k, 5), "factor_axis 5 is out of range for C")
+
+
+def test_decompose_reduction_inside_the_reduction_loop(sch):
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    k0, k1 = sch.split(k, [4, 6])
+    refused(sch, lambda: sch.decompose_reduction(c, k1),
+            r"loop k_1 is inside reduction loop\(s\) k_0 of block C")
+    blk_D = sch.get_block("D")
+    refused(sch, lambda: sch.decompose_reduction(blk_D, i),
+            "block D has no init")
+    di, _ = sch.get_loops(sch.get_block("D"))
+    refused(sch, lambda: sch.decompose_reduction(c, di), "loop i is not around block C")
+
+
+def test_storage_align_and_set_scope_refusals(sch):
+    blk_D = sch.get_block("D")
+    refused(sch, lambda: sch.storage_align(blk_D, 0, 0, 16, 1),
+            "D is an argument of the function")
+    blk_C = sch.get_block("C")
+    refused(sch, lambda: sch.storage_align(blk_C, 0, 3, 16, 1),
+            "axis 3 is out of range")
+    blk_C = sch.get_block("C")
+    refused(sch, lambda: sch.storage_align(blk_C, 0, 0, 16, 16),
+            "0 <= offset < factor")
+    blk_C = sch.get_block("C")
+    refused(sch, lambda: sch.set_scope(blk_C, 0, "texture"), "unknown storage scope")
+
+
+def test_sampled_locations_only_go_to_compute_at(sch3):
+    p = sch3.get_block("P")
+    loc = sch3.sample_compute_location(p, decision=-1)
+    refused(sch3, lambda: sch3.split(loc, [2, None]), "stands for the location 'root'")
+    refused(sch3, lambda: sch3.sample_compute_location(p, decision=7), "not one of the")

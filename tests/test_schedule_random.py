@@ -58,3 +58,28 @@ def test_unscheduled_compiled(name):
     out = np.full(shape, np.nan, dtype=dtype)
     lt.build(func)(*inputs, out)
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", all_names())
+def test_random_block_schedules_interpreted(name):
+    from schedgen import random_block_schedule
+    func, inputs, expected, out_spec = small_workload(name)
+    for seed in range(4):
+        sch = random_block_schedule(func, seed)
+        got = _run_interp(lower(sch.func, vectorize=False), inputs, out_spec)
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5,
+                                   err_msg=f"{name} seed {seed}\n{sch.trace}")
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("name", all_names())
+def test_random_block_schedules_compiled(name):
+    from schedgen import random_block_schedule
+    func, inputs, expected, (shape, dtype) = small_workload(name)
+    for seed in range(8):
+        sch = random_block_schedule(func, 200 + seed)
+        mod = lt.build(sch)
+        out = np.full(shape, np.nan, dtype=dtype)
+        mod(*inputs, out)
+        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5,
+                                   err_msg=f"{name} seed {200 + seed}\n{sch.trace}\n{mod.source}")

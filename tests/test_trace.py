@@ -9,7 +9,7 @@ import pytest
 from looptune import te
 from looptune.schedule import Schedule, ScheduleError, Trace
 from looptune.tir import structural_equal
-from schedgen import random_schedule
+from schedgen import random_block_schedule, random_schedule
 from workloads_small import all_names, small_workload
 
 
@@ -63,8 +63,8 @@ def test_json_round_trip_is_exact():
 @pytest.mark.parametrize("name", all_names())
 def test_json_round_trip_and_replay_random(name):
     func, *_ = small_workload(name)
-    for seed in range(3):
-        sch = random_schedule(func, seed)
+    for seed in range(6):
+        sch = (random_schedule if seed < 3 else random_block_schedule)(func, seed)
         t = Trace.from_json(json.loads(json.dumps(sch.trace.to_json())))
         fresh = Schedule(func, seed=999)
         t.apply_to_schedule(fresh)

@@ -92,6 +92,9 @@ class Schedule:
         var = self._rv.get(rv)
         if var is None:
             raise ScheduleError(f"{rv!r} is not a loop of this schedule")
+        if isinstance(var, str):
+            raise ScheduleError(f"this handle stands for the location {var!r} picked by "
+                                "sample_compute_location; pass it to compute_at only")
         return self.state.loop(var)
 
     def _block(self, rv):

@@ -13,7 +13,9 @@ SCOPES = ("global", "local", "shared")
 class Buffer:
     """A buffer; equality is identity, so two buffers of the same name are different.
 
-    `strides` (in elements) is None for a compact row-major layout; storage_align sets it.
+    The layout is row-major. `strides` (in elements) overrides it; `align` holds
+    (axis, factor, offset) rules from storage_align: the stride of `axis` is padded to the
+    smallest s >= its compact value with s % factor == offset.
     """
 
     name: str
@@ -21,6 +23,7 @@ class Buffer:
     dtype: str = "float32"
     scope: str = "global"
     strides: tuple[int, ...] | None = field(default=None)
+    align: tuple = ()
 
     def __post_init__(self):
         dt.parse(self.dtype)
@@ -37,17 +40,21 @@ class Buffer:
     @property
     def size(self) -> int:
         """Number of elements the buffer occupies, strides included."""
-        if self.strides is None:
+        if self.strides is None and not self.align:
             return prod(self.shape)
-        return max(1, 1 + sum((n - 1) * s for n, s in zip(self.shape, self.strides)))
+        return max(1, 1 + sum((n - 1) * s for n, s in zip(self.shape, self.layout_strides())))
 
     def layout_strides(self) -> tuple[int, ...]:
         if self.strides is not None:
             return self.strides
         out, acc = [], 1
-        for n in reversed(self.shape):
-            out.append(acc)
-            acc *= n
+        for d in range(self.ndim - 1, -1, -1):
+            s = acc
+            for axis, factor, offset in self.align:
+                if axis == d:
+                    s += (offset - s) % factor
+            out.append(s)
+            acc = s * self.shape[d]
         return tuple(reversed(out))
 
     def __getitem__(self, indices):

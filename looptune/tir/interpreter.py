@@ -108,11 +108,11 @@ class _PyGen:
     def alloc(self, b: Buffer, depth):
         fill = "np.nan" if dt.is_float(b.dtype) else "-12345"
         npd = dt.numpy_name(b.dtype)
-        if b.strides is None:
+        if b.strides is None and not b.align:
             self.emit(depth, f"{self.name(b)} = np.full({b.shape}, {fill}, dtype=np.{npd})")
         else:
             item = np.dtype(npd).itemsize
-            strides = tuple(st * item for st in b.strides)
+            strides = tuple(st * item for st in b.layout_strides())
             self.emit(depth, f"{self.name(b)} = np.lib.stride_tricks.as_strided("
                              f"np.full({b.size}, {fill}, dtype=np.{npd}), {b.shape}, {strides})")
 
@@ -191,12 +191,12 @@ def run(func: PrimFunc, *arrays) -> None:
         a = np.asarray(a)
         if a.size != b.size:
             raise ValueError(f"argument {b.name}: expected {b.size} elements {b.shape}, got {a.shape}")
-        if b.strides is None:
+        if b.strides is None and not b.align:
             base = view = a.reshape(b.shape)
         else:  # a flat array of b.size elements, addressed through the buffer's strides
             base = a.reshape(-1)
             view = np.lib.stride_tricks.as_strided(
-                base, b.shape, tuple(s * base.itemsize for s in b.strides))
+                base, b.shape, tuple(s * base.itemsize for s in b.layout_strides()))
         if not np.may_share_memory(base, a) and a.flags.writeable:
             copies.append((a, base))  # reshape had to copy (e.g. a transposed array)
         views.append(view)

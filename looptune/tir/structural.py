@@ -25,7 +25,7 @@ class _Canon:
         if i is None:
             i = self.ids[obj] = len(self.ids)
             if isinstance(obj, Buffer):
-                self.tokens.append(f"{tag}{i}:{obj.dtype}:{obj.shape}:{obj.scope}:{obj.strides}")
+                self.tokens.append(f"{tag}{i}:{obj.dtype}:{obj.shape}:{obj.scope}:{obj.strides}:{obj.align}")
                 return
             self.tokens.append(f"{tag}{i}:{obj.dtype}")
             return

@@ -1,9 +1,11 @@
 """Lowering passes, applied in order by `codegen.lower`."""
+from .compact import compact_buffers
 from .flatten import flatten
 from .intdiv import lower_intdiv
 from .lower_blocks import lower_blocks
+from .partition import partition_loops
 from .unroll import auto_unroll, unroll_explicit
 from .vectorize import vectorize_loops
 
-__all__ = ["auto_unroll", "flatten", "lower_blocks", "lower_intdiv", "unroll_explicit",
+__all__ = ["auto_unroll", "compact_buffers", "flatten", "lower_blocks", "lower_intdiv", "partition_loops", "unroll_explicit",
            "vectorize_loops"]

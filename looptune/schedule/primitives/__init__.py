@@ -1,2 +1,2 @@
 """The schedule primitives, one module per family; importing registers their instructions."""
-from . import annotate, get, loop, sampling  # noqa: F401
+from . import annotate, cache, compute_at, get, inline, loop, reduction, sampling  # noqa: F401

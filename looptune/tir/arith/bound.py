@@ -80,13 +80,25 @@ def _atom_bound(atom, relax, simp: Simplifier):
 
 
 def const_extent(lo: PrimExpr, hi: PrimExpr, dom: dict) -> int | None:
-    """The number of values in [lo, hi]: exact if constant, else the largest over `dom`."""
-    s = Simplifier(dom)
+    """The number of values in [lo, hi]: exact if constant, else the largest over `dom`.
+    Subtraction is pushed through min/max (as clamping to a buffer's bounds produces):
+    min(x, y) - lo <= min(x - lo, y - lo) and hi - max(x, y) <= min(hi - x, hi - y)."""
+    top = _upper_diff(hi, lo, Simplifier(dom), dom)
+    return None if top == INF else int(top) + 1
+
+
+def _upper_diff(hi, lo, s: Simplifier, dom) -> float:
+    """An upper bound of hi - lo."""
+    if isinstance(hi, Binary) and hi.op in ("min", "max"):
+        a, b = _upper_diff(hi.a, lo, s, dom), _upper_diff(hi.b, lo, s, dom)
+        return min(a, b) if hi.op == "min" else max(a, b)
+    if isinstance(lo, Binary) and lo.op in ("min", "max"):
+        a, b = _upper_diff(hi, lo.a, s, dom), _upper_diff(hi, lo.b, s, dom)
+        return min(a, b) if lo.op == "max" else max(a, b)
     d = s.affine(hi).add(s.affine(lo), -1)
     if d.is_const():
-        return d.const + 1
-    _, top = d.bound(dom)
-    return None if top == INF else int(top) + 1
+        return d.const
+    return d.bound(dom)[1]
 
 
 __all__ = ["eval_bound", "const_extent"]

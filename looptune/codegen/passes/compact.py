@@ -1,0 +1,185 @@
+"""Buffer compaction: allocate each intermediate buffer inside the innermost loop that
+encloses all its accesses, shrunk to the region accessed per iteration of that loop.
+
+After compute_at / cache_write, a buffer such as C_local[1024, 1024] is only touched inside
+one tile loop, as C_local[i0*8 + i1, j0*16 + j1]; it becomes C_local[8, 16], indexed
+[i1, j1], allocated per iteration of the tile loop: a stack array the C compiler can keep in
+registers, and private to each thread under a parallel loop.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ...tir.arith import Simplifier, const_extent, eval_bound
+from ...tir.expr import BufferLoad, binary, const
+from ...tir.func import PrimFunc
+from ...tir.functor import transform, visit
+from ...tir.stmt import Allocate, BufferStore, For, IfThenElse, SeqStmt, seq
+
+
+def compact_buffers(func: PrimFunc) -> PrimFunc:
+    body, allocs = func.body, []
+    while isinstance(body, Allocate):
+        allocs.append(body.buffer)
+        body = body.body
+    accesses = _collect(body, set(allocs))
+    keep, moves = [], {}
+    for buf in allocs:
+        plan = _plan(buf, accesses.get(buf, []))
+        if plan is None:
+            keep.append(buf)
+        else:
+            moves[buf] = plan
+    if moves:
+        body = _rewrite(body, moves)
+    for buf in reversed(keep):
+        body = Allocate(buf, body)
+    return func.with_body(body)
+
+
+def _collect(body, targets: set) -> dict:
+    """{buffer: [(indices, loops enclosing the access, is a read-modify-write store)]}."""
+    out: dict = {}
+
+    def expr_loads(e, loops):
+        def fn(n):
+            if isinstance(n, BufferLoad) and n.buffer in targets:
+                out.setdefault(n.buffer, []).append((n.indices, loops, False))
+        visit(e, fn)
+
+    def walk(s, loops):
+        if isinstance(s, For):
+            walk(s.body, loops + (s,))
+        elif isinstance(s, SeqStmt):
+            for x in s.stmts:
+                walk(x, loops)
+        elif isinstance(s, IfThenElse):
+            expr_loads(s.cond, loops)
+            walk(s.then_case, loops)
+            if s.else_case is not None:
+                walk(s.else_case, loops)
+        elif isinstance(s, Allocate):
+            walk(s.body, loops)
+        elif isinstance(s, BufferStore):
+            if s.buffer in targets:
+                rmw = _reads_itself(s)
+                out.setdefault(s.buffer, []).append((s.indices, loops, rmw))
+            expr_loads(s.value, loops)
+            for i in s.indices:
+                expr_loads(i, loops)
+
+    walk(body, ())
+    return out
+
+
+def _reads_itself(s: BufferStore) -> bool:
+    found = []
+
+    def fn(n):
+        if isinstance(n, BufferLoad) and n.buffer is s.buffer:
+            found.append(n)
+    visit(s.value, fn)
+    return bool(found)
+
+
+def _accumulation_depth(indices, loops) -> int:
+    """The position of the outermost loop whose iterations update the same elements (its
+    variable is not an affine term of any index): the buffer must live outside it."""
+    from ...tir.arith import Simplifier as S
+    used = set()
+    for idx in indices:
+        used.update(k for k in S().affine(idx).terms if not isinstance(k, tuple))
+    for d, lp in enumerate(loops):
+        if lp.loop_var not in used:
+            return d
+    return len(loops)
+
+
+def _dom(loops) -> dict:
+    return {lp.loop_var: (0, lp.extent - 1) for lp in loops}
+
+
+def _plan(buf, accesses):
+    """(lca loop, new buffer, per-dim offsets) or None to keep the buffer as it is."""
+    if not accesses:
+        return None
+    common = list(accesses[0][1])
+    for _, loops, _ in accesses[1:]:
+        n = 0
+        while n < min(len(common), len(loops)) and common[n] is loops[n]:
+            n += 1
+        common = common[:n]
+    for indices, loops, rmw in accesses:
+        if rmw:
+            common = common[:_accumulation_depth(indices, loops)]
+    if not common:
+        return None
+    outer = _dom(common)
+    simp = Simplifier(outer)
+    bounds = None
+    for indices, loops, _ in accesses:
+        relax = _dom(loops[len(common):])
+        dom = _dom(loops)
+        cur = []
+        for idx in indices:
+            b = eval_bound(idx, relax, dom)
+            if b is None:
+                return None
+            cur.append(b)
+        bounds = cur if bounds is None else [
+            (simp(binary("min", a[0], c[0])), simp(binary("max", a[1], c[1])))
+            for a, c in zip(bounds, cur)]
+    shape, offsets = [], []
+    for (lo, hi), n in zip(bounds, buf.shape):
+        ext = const_extent(lo, hi, outer)
+        if ext is None or ext >= n:
+            shape.append(n)
+            offsets.append(const(0))
+        else:
+            shape.append(ext)
+            offsets.append(lo)
+    if tuple(shape) == buf.shape:
+        new = buf
+    else:
+        scope = "local" if buf.scope == "global" else buf.scope
+        new = dataclasses.replace(buf, shape=tuple(shape), scope=scope,
+                                  align=tuple(r for r in buf.align if r[0] < len(shape)))
+    return common[-1], new, offsets
+
+
+def _rewrite(body, moves: dict):
+    by_loop: dict = {}
+    for buf, (loop, new, _) in moves.items():
+        by_loop.setdefault(id(loop), []).append(new)
+
+    def shift(indices, offsets):
+        return tuple(i if (getattr(o, "value", None) == 0) else binary("-", i, o)
+                     for i, o in zip(indices, offsets))
+
+    def fix(n):
+        if isinstance(n, BufferLoad) and n.buffer in moves:
+            _, new, offsets = moves[n.buffer]
+            return BufferLoad(new, shift(n.indices, offsets), n.dtype)
+        if isinstance(n, BufferStore) and n.buffer in moves:
+            _, new, offsets = moves[n.buffer]
+            return BufferStore(new, n.value, shift(n.indices, offsets))
+        return n
+
+    def walk(s):
+        if isinstance(s, For):
+            inner = walk(s.body)
+            for new in by_loop.get(id(s), ()):
+                inner = Allocate(new, inner)
+            return For(s.loop_var, s.extent, s.kind, inner, s.thread, s.annotations)
+        if isinstance(s, SeqStmt):
+            return seq(*(walk(x) for x in s.stmts))
+        if isinstance(s, IfThenElse):
+            return IfThenElse(transform(s.cond, fix), walk(s.then_case),
+                              None if s.else_case is None else walk(s.else_case))
+        if isinstance(s, Allocate):
+            return Allocate(s.buffer, walk(s.body))
+        if isinstance(s, BufferStore):
+            return transform(s, fix)
+        return s
+
+    return walk(body)

@@ -1,0 +1,117 @@
+"""Loop partitioning: split a loop into a main part where the guards of non-dividing splits
+are provably true (and removed) and a tail that keeps them.
+
+    for i0 in 0..11: for i2 in 0..6: if i0*6 + i2 < 64: S
+ -> for i0 in 0..10: for i2 in 0..6: S                     (no guard: vectorizes, unrolls)
+    for i0 in 10..11: for i2 in 0..6: if i0*6 + i2 < 64: S
+"""
+from __future__ import annotations
+
+from ...tir.arith import INF, Simplifier
+from ...tir.expr import Binary, Var, binary, const
+from ...tir.functor import substitute, uses_var
+from ...tir.stmt import Allocate, For, IfThenElse, SeqStmt, seq
+from .lower_blocks import simplify_conditions
+
+MAX_PARTITIONS = 64  # bound on code growth per function
+
+
+def partition_loops(stmt):
+    budget = [MAX_PARTITIONS]
+    return _walk(stmt, {}, budget)
+
+
+def _walk(s, dom, budget):
+    if isinstance(s, For):
+        if budget[0] > 0 and s.kind in ("serial", "parallel", "unrolled"):
+            t = _main_extent(s, dom)
+            if 0 < t < s.extent:
+                budget[0] -= 1
+                return _split(s, t, dom, budget)
+        inner = dict(dom)
+        inner[s.loop_var] = (0, s.extent - 1)
+        return For(s.loop_var, s.extent, s.kind, _walk(s.body, inner, budget), s.thread,
+                   s.annotations)
+    if isinstance(s, SeqStmt):
+        return seq(*(_walk(x, dom, budget) for x in s.stmts))
+    if isinstance(s, IfThenElse):
+        return IfThenElse(s.cond, _walk(s.then_case, dom, budget),
+                          None if s.else_case is None else _walk(s.else_case, dom, budget))
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _walk(s.body, dom, budget))
+    return s
+
+
+def _split(loop: For, t: int, dom, budget):
+    v = loop.loop_var
+    main_dom = dict(dom)
+    main_dom[v] = (0, t - 1)
+    main_body = simplify_conditions(loop.body, main_dom)
+    main = For(v, t, loop.kind, _walk(main_body, main_dom, budget), loop.thread, loop.annotations)
+    tail_var = Var(v.name + "_tail", v.dtype)
+    tail_body = substitute(loop.body, {v: binary("+", tail_var, const(t, v.dtype))})
+    tail_dom = dict(dom)
+    tail_dom[tail_var] = (0, loop.extent - t - 1)
+    tail_body = simplify_conditions(tail_body, tail_dom)
+    tail = For(tail_var, loop.extent - t, loop.kind, tail_body, loop.thread, loop.annotations)
+    return seq(main, _walk(tail, dom, budget))
+
+
+def _main_extent(loop: For, dom) -> int:
+    """The largest t such that every guard in the loop that depends on it with a positive
+    coefficient holds for all iterations with loop var < t; `loop.extent` if none does."""
+    v = loop.loop_var
+    full = dict(dom)
+    full[v] = (0, loop.extent - 1)
+    conds = []
+    _guards(loop.body, full, conds)
+    t = loop.extent
+    found = False
+    for c, cdom in conds:
+        aff = Simplifier(cdom).affine(binary("-", c.a, c.b))
+        if c.op == "<=":
+            aff.const -= 1  # a <= b  <=>  a - b - 1 < 0
+        term = aff.terms.get(v)
+        if term is None or term[1] <= 0:
+            continue
+        a = term[1]
+        rest = aff.copy()
+        del rest.terms[v]
+        if uses_var(rest.to_expr(), {v}):
+            continue  # the loop variable also sits inside a min/max/div: not monotone here
+        _, hi = rest.bound(cdom)
+        if hi == INF:
+            continue
+        # a*v + rest < 0 for every rest  <=>  a*v + hi < 0  <=>  v <= (-hi - 1) // a
+        tc = max(0, int((-hi - 1) // a) + 1)
+        if tc < loop.extent:
+            found = True
+            t = min(t, tc)
+    return t if found else loop.extent
+
+
+def _guards(s, dom, out):
+    """Conjuncts `a < b` / `a <= b` of the conditions inside s, with the loop ranges there."""
+    if isinstance(s, For):
+        inner = dict(dom)
+        inner[s.loop_var] = (0, s.extent - 1)
+        _guards(s.body, inner, out)
+    elif isinstance(s, SeqStmt):
+        for x in s.stmts:
+            _guards(x, dom, out)
+    elif isinstance(s, IfThenElse):
+        for c in _conjuncts(s.cond):
+            if isinstance(c, Binary) and c.op in ("<", "<=") and c.a.dtype.startswith("int"):
+                out.append((c, dom))
+        _guards(s.then_case, dom, out)
+        if s.else_case is not None:
+            _guards(s.else_case, dom, out)
+    elif isinstance(s, Allocate):
+        _guards(s.body, dom, out)
+
+
+def _conjuncts(e):
+    if isinstance(e, Binary) and e.op == "and":
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [e]
+

@@ -1,0 +1,271 @@
+"""Moving blocks into other blocks' loops.
+
+compute_at(P, L): producer P moves to the start of loop L's body (L a loop of P's consumers)
+and computes, per iteration of L, exactly the region of its output that the consumers under
+L read there - found by relaxing the loops below L in the consumers' read regions:
+
+    for i0: for i1 in 0..8: C[i0*8+i1] = f(X[i0*8+i1-1], X[i0*8+i1+1])
+    compute_at(P, i0) ->  for i0: { for ax0 in 0..10: X[i0*8-1+ax0] = ...   (clamped, guarded)
+                                     for i1 in 0..8: C[...] = ... }
+
+reverse_compute_at(C, L): consumer C moves to the end of L's body (L a loop of C's producer)
+and consumes, per iteration, the region the producers under L wrote there.
+"""
+from __future__ import annotations
+
+from ...tir.stmt import For, SeqStmt, seq
+from ...tir.functor import uses_var
+from ..error import ScheduleError
+from ..state import REMOVE, collect_realizes
+from ..trace import LoopRV, instruction
+from .blocks import (access_bounds, blocks_in, build_nest, check_no_conflict, clamp_bounds,
+                     injective_indices, loop_names, loops_between, range_of, reads_of,
+                     union_bounds, writes_of)
+from .common import loop_dom
+
+ROOT, INLINE = "root", "inline"  # the two non-loop locations sample_compute_location can pick
+
+
+def _lca_order(a, b, what: str):
+    """(sequence, index of a's branch, index of b's branch) at the lowest common ancestor."""
+    pa = a.parents + (a.node,)
+    pb = b.parents + (b.node,)
+    n = 0
+    while n < min(len(pa), len(pb)) and pa[n] is pb[n]:
+        n += 1
+    lca = pa[n - 1]
+    if not isinstance(lca, SeqStmt) or n >= len(pa) or n >= len(pb):
+        raise ScheduleError(f"{what}: the block and the loop are nested in each other")
+    ia = next(i for i, s in enumerate(lca.stmts) if s is pa[n])
+    ib = next(i for i, s in enumerate(lca.stmts) if s is pb[n])
+    return lca, ia, ib
+
+
+def _check_same_scope(sch, bentry, lentry, what: str, bname: str, lname: str):
+    if sch.state.scope_block_of(bentry) is not sch.state.scope_block_of(lentry):
+        raise ScheduleError(f"{what}: block {bname} and loop {lname} are in different scopes")
+    loop = lentry.node
+    if any(p is loop for p in bentry.parents):
+        raise ScheduleError(f"{what}: block {bname} is already inside loop {lname}")
+
+
+def _single_output(b, what: str):
+    if len(b.writes) != 1:
+        raise ScheduleError(f"{what}: block {b.name} writes {len(b.writes)} buffers; only blocks "
+                            "with one output can be moved")
+    return b.writes[0].buffer
+
+
+def _dims_of(region, iter_vars, what, bname, buf):
+    mins = []
+    for mn, ext in region.region:
+        if ext != 1:
+            raise ScheduleError(f"{what}: block {bname} accesses a range of {buf.name} per "
+                                "iteration; each index must be one iteration variable")
+        mins.append(mn)
+    return injective_indices(mins, iter_vars, what, bname, buf.name)
+
+
+def _loop_entry(sch, rv, what):
+    target = sch._rv.get(rv)
+    if isinstance(target, str):
+        return target
+    return sch._loop(rv)
+
+
+def _insert(loop: For, stmt, *, before_reader_of=None, after_writer_of=None) -> For:
+    children = list(loop.body.stmts) if isinstance(loop.body, SeqStmt) else [loop.body]
+    if before_reader_of is not None:
+        k = next((i for i, c in enumerate(children)
+                  if any(before_reader_of in reads_of(b) for b in blocks_in(c))), 0)
+    else:
+        k = max((i + 1 for i, c in enumerate(children)
+                 if any(after_writer_of in writes_of(b) for b in blocks_in(c))), default=len(children))
+    body = seq(*children[:k], stmt, *children[k:])
+    return For(loop.loop_var, loop.extent, loop.kind, body, loop.thread, loop.annotations)
+
+
+@instruction("ComputeAt", "compute_at", inputs=("block", "loop"), attrs=("preserve_unit_loops",))
+def compute_at(sch, inputs, attrs, decision):
+    what = "compute_at"
+    lentry = _loop_entry(sch, inputs[1], what)
+    if lentry == ROOT:
+        sch._block(inputs[0])
+        return []
+    if lentry == INLINE:
+        from .inline import compute_inline
+        return compute_inline(sch, inputs[:1], (), None)
+    pentry = sch._block(inputs[0])
+    pr, p, loop = pentry.node, pentry.node.block, lentry.node
+    lname = loop.loop_var.name
+    _check_same_scope(sch, pentry, lentry, what, p.name, lname)
+    x = _single_output(p, what)
+    if x in sch.func.params:
+        raise ScheduleError(f"{what}: block {p.name} writes {x.name}, an argument of the "
+                            f"function, which must be computed whole; compute_at would compute "
+                            f"only what the consumers under loop {lname} read")
+    lca, ip, il = _lca_order(pentry, lentry, what)
+    if ip > il:
+        raise ScheduleError(f"{what}: block {p.name} runs after loop {lname}; compute_at moves a "
+                            "producer into its consumers' loops (use reverse_compute_at to move a "
+                            "consumer into its producer's loops)")
+    scope = sch.state.scope_block_of(pentry)
+    under = collect_realizes(loop.body)
+    under_ids = {id(x_) for x_ in under}
+    consumers = [br for br in collect_realizes(scope.body) if br is not pr and x in reads_of(br.block)]
+    if not consumers:
+        raise ScheduleError(f"{what}: nothing reads {x.name}, the output of block {p.name}")
+    outside = [br.block.name for br in consumers if id(br) not in under_ids]
+    if outside:
+        raise ScheduleError(f"{what}: block(s) {', '.join(outside)} also read {x.name} but are not "
+                            f"inside loop {lname}; they would miss the elements only computed "
+                            "for the consumers under it")
+    between = [b for s in lca.stmts[ip + 1:il] for b in blocks_in(s)]
+    check_no_conflict(what, p, between, f"loop {lname}")
+    outer = loop_dom(lentry.parents + (loop,))
+    bounds = None
+    for br in consumers:
+        centry = sch.state.block(br.block.name)
+        relax = loop_dom(loops_between(centry.parents, loop))
+        dom = loop_dom(centry.parents)
+        for r in br.block.reads:
+            if r.buffer is x:
+                b = access_bounds(br, r.region, relax, dom)
+                if b is None:
+                    raise ScheduleError(f"{what}: cannot bound the region of {x.name} that block "
+                                        f"{br.block.name} reads (a data-dependent index?)")
+                bounds = union_bounds(bounds, b, outer)
+    bounds = clamp_bounds(bounds, x.shape, outer)
+    dims = _dims_of(p.writes[0], p.iter_vars, what, p.name, x)
+    ranges = {}
+    for v, d in dims.items():
+        rng = range_of(bounds[d][0], bounds[d][1], outer)
+        if rng is None:
+            raise ScheduleError(f"{what}: the region of {x.name} read per iteration of loop "
+                                f"{lname} has no constant size")
+        ranges[v] = rng
+    nest = build_nest(pr, ranges, bool(attrs[0]), outer, loop_names(sch))
+    sch.state.replace({pr: REMOVE, loop: _insert(loop, nest, before_reader_of=x)})
+    return []
+
+
+@instruction("ReverseComputeAt", "reverse_compute_at", inputs=("block", "loop"),
+             attrs=("preserve_unit_loops",))
+def reverse_compute_at(sch, inputs, attrs, decision):
+    what = "reverse_compute_at"
+    lentry = _loop_entry(sch, inputs[1], what)
+    if isinstance(lentry, str):
+        raise ScheduleError(f"{what}: needs a loop, not the location {lentry!r}")
+    centry = sch._block(inputs[0])
+    cr, c, loop = centry.node, centry.node.block, lentry.node
+    lname = loop.loop_var.name
+    _check_same_scope(sch, centry, lentry, what, c.name, lname)
+    under = collect_realizes(loop.body)
+    produced = {}
+    for br in under:
+        for w in br.block.writes:
+            if w.buffer in reads_of(c):
+                produced.setdefault(w.buffer, []).append(br)
+    if len(produced) != 1:
+        names = ", ".join(b.name for b in produced) or "nothing"
+        raise ScheduleError(f"{what}: block {c.name} must read exactly one buffer written under "
+                            f"loop {lname}; it reads {names} from there")
+    (x, producers), = produced.items()
+    scope = sch.state.scope_block_of(centry)
+    under_ids = {id(b) for b in under}
+    for br in collect_realizes(scope.body):
+        if x in writes_of(br.block) and id(br) not in under_ids:
+            raise ScheduleError(f"{what}: block {br.block.name} also writes {x.name} outside loop "
+                                f"{lname}")
+    outer_loops = [p for p in lentry.parents if isinstance(p, For)] + [loop]
+    outer_vars = {lp.loop_var for lp in outer_loops}
+    for br in producers:
+        for iv, v in zip(br.block.iter_vars, br.iter_values):
+            if iv.kind == "R" and uses_var(v, outer_vars):
+                raise ScheduleError(
+                    f"{what}: loop {lname} (or a loop around it) drives reduction variable "
+                    f"{iv.var.name} of block {br.block.name}, so {x.name} is not final inside it; "
+                    "pick a loop outside the reduction loops")
+    lca, il, ic = _lca_order(lentry, centry, what)
+    if il > ic:
+        raise ScheduleError(f"{what}: block {c.name} runs before loop {lname}; reverse_compute_at "
+                            "moves a consumer into its producer's loops")
+    between = [b for s in lca.stmts[il + 1:ic] for b in blocks_in(s)]
+    check_no_conflict(what, c, between, f"loop {lname}")
+    outer = loop_dom(lentry.parents + (loop,))
+    bounds = None
+    for br in producers:
+        pentry = sch.state.block(br.block.name)
+        relax = loop_dom(loops_between(pentry.parents, loop))
+        dom = loop_dom(pentry.parents)
+        for w in br.block.writes:
+            if w.buffer is x:
+                b = access_bounds(br, w.region, relax, dom)
+                if b is None:
+                    raise ScheduleError(f"{what}: cannot bound the region of {x.name} written by "
+                                        f"block {br.block.name}")
+                bounds = union_bounds(bounds, b, outer)
+    bounds = clamp_bounds(bounds, x.shape, outer)
+    region = next(r for r in c.reads if r.buffer is x)
+    dims = _dims_of(region, c.iter_vars, what, c.name, x)
+    ranges = {}
+    for v, d in dims.items():
+        rng = range_of(bounds[d][0], bounds[d][1], outer)
+        if rng is None:
+            raise ScheduleError(f"{what}: the region of {x.name} written per iteration of loop "
+                                f"{lname} has no constant size")
+        ranges[v] = rng
+    nest = build_nest(cr, ranges, bool(attrs[0]), outer, loop_names(sch))
+    sch.state.replace({cr: REMOVE, loop: _insert(loop, nest, after_writer_of=x)})
+    return []
+
+
+def compute_location_candidates(sch, block_rv) -> list:
+    """Loops at which compute_at(block, loop) is legal, outermost first (found by trying)."""
+    entry = sch._block(block_rv)
+    b = entry.node.block
+    if len(b.writes) != 1:
+        return []
+    x = b.writes[0].buffer
+    scope = sch.state.scope_block_of(entry)
+    consumers = [br for br in collect_realizes(scope.body)
+                 if br is not entry.node and x in reads_of(br.block)]
+    if not consumers:
+        return []
+    common = None
+    for br in consumers:
+        loops = [p for p in sch.state.block(br.block.name).parents if isinstance(p, For)]
+        common = loops if common is None else [lp for lp in common if any(lp is q for q in loops)]
+    out = []
+    for lp in common or []:
+        trial = sch.copy()
+        rv = trial._new(LoopRV, lp.loop_var)
+        try:
+            trial._apply("ComputeAt", [block_rv, rv], [False])
+        except ScheduleError:
+            continue
+        out.append(lp.loop_var)
+    return out
+
+
+def can_inline(sch, block_rv) -> bool:
+    trial = sch.copy()
+    try:
+        trial._apply("ComputeInline", [block_rv], [])
+        return True
+    except ScheduleError:
+        return False
+
+
+@instruction("SampleComputeLocation", "sample_compute_location", inputs=("block",), pure=True,
+             sampling=True)
+def sample_compute_location(sch, inputs, attrs, decision):
+    loops = compute_location_candidates(sch, inputs[0])
+    choices = list(range(len(loops))) + [-1] + ([-2] if can_inline(sch, inputs[0]) else [])
+    if decision is None:
+        decision = sch.rand.choice(choices)
+    elif decision not in choices:
+        raise ScheduleError(f"sample_compute_location: decision {decision!r} is not one of the "
+                            f"{len(choices)} legal locations of this block")
+    target = loops[decision] if decision >= 0 else (ROOT if decision == -1 else INLINE)
+    return [sch._new(LoopRV, target)], decision

@@ -1,0 +1,133 @@
+"""Lowering passes checked directly (pure Python, through the interpreter): reduction-init
+placement, buffer compaction, loop partitioning."""
+from __future__ import annotations
+
+import numpy as np
+
+from looptune import te
+from looptune.codegen import lower
+from looptune.codegen.passes import compact_buffers, lower_blocks, partition_loops
+from looptune.schedule import Schedule
+from looptune.tir import interpreter
+from looptune.tir.buffer import Buffer
+from looptune.tir.expr import Var, binary, select
+from looptune.tir.func import PrimFunc
+from looptune.tir.stmt import Allocate, BufferStore, For, IfThenElse, seq
+
+RNG = np.random.default_rng(3)
+
+
+def matmul(M=12, N=10, K=7):
+    A = te.placeholder((M, K), name="A")
+    B = te.placeholder((K, N), name="B")
+    k = te.reduce_axis(K, "k")
+    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return te.create_prim_func([A, B, C])
+
+
+def run(func, *args):
+    out = np.full(args[-1], np.nan, "float32")
+    interpreter.run(func, *args[:-1], out)
+    return out
+
+
+def loops_of(stmt) -> list:
+    out = []
+
+    def walk(s):
+        if isinstance(s, For):
+            out.append(s)
+            walk(s.body)
+        for x in getattr(s, "stmts", ()):
+            walk(x)
+        for a in ("then_case", "else_case", "body"):
+            x = getattr(s, a, None)
+            if x is not None and not isinstance(s, For):
+                walk(x)
+    walk(stmt)
+    return out
+
+
+def test_init_is_hoisted_before_the_outermost_reduction_loop():
+    sch = Schedule(matmul())
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.reorder(i, k, j)
+    low = lower_blocks(sch.func)
+    text = low.script()
+    assert "j_init" in text and "== 0" not in text  # no per-iteration condition
+    a, b = RNG.uniform(-1, 1, (12, 7)).astype("float32"), RNG.uniform(-1, 1, (7, 10)).astype("float32")
+    np.testing.assert_allclose(run(lower(sch.func, vectorize=False), a, b, (12, 10)), a @ b,
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_init_falls_back_to_a_condition_when_a_loop_mixes_kinds():
+    sch = Schedule(matmul())
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.reorder(i, k, j)
+    sch.fuse(k, j)  # one loop drives both k (reduction) and j (spatial)
+    text = lower_blocks(sch.func).script()
+    assert "== 0" in text
+    a, b = RNG.uniform(-1, 1, (12, 7)).astype("float32"), RNG.uniform(-1, 1, (7, 10)).astype("float32")
+    np.testing.assert_allclose(run(lower(sch.func, vectorize=False), a, b, (12, 10)), a @ b,
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_compaction_shrinks_a_tile_buffer_into_its_loop():
+    sch = Schedule(matmul(16, 16, 8))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, 4])
+    j0, j1 = sch.split(j, [None, 8])
+    sch.reorder(i0, j0, k, i1, j1)
+    acc = sch.cache_write(c, 0, "local")
+    sch.reverse_compute_at(acc, j0)
+    low = compact_buffers(lower_blocks(sch.func))
+    assert not isinstance(low.body, Allocate)  # no longer allocated at function level
+    j0_loop = loops_of(low.body)[1]
+    assert isinstance(j0_loop.body, Allocate) and j0_loop.body.buffer.shape == (4, 8)
+
+
+def test_compaction_keeps_an_accumulator_outside_its_accumulation_loop():
+    """acc[i] accumulates over k, and every access sits inside loop k: reallocating it per
+    iteration of k would lose the sum, so it must live in loop i."""
+    X = Buffer("X", (3, 5))
+    Y = Buffer("Y", (3,))
+    acc = Buffer("acc", (3,))
+    i, k = Var("i"), Var("k")
+    update = BufferStore(acc, binary("+", select(binary("==", k, 0), 0.0, acc[i]), X[i, k]), (i,))
+    write = IfThenElse(binary("==", k, 4), BufferStore(Y, acc[i], (i,)))
+    body = Allocate(acc, For(i, 3, "serial", For(k, 5, "serial", seq(update, write))))
+    func = PrimFunc("f", (X, Y), body)
+    out = compact_buffers(func)
+    i_loop = out.body
+    assert isinstance(i_loop, For) and isinstance(i_loop.body, Allocate)
+    assert i_loop.body.buffer.shape == (1,)
+    x = RNG.uniform(-1, 1, (3, 5)).astype("float32")
+    y = np.full(3, np.nan, "float32")
+    interpreter.run(out, x, y)
+    np.testing.assert_allclose(y, x.sum(axis=1), rtol=1e-5)
+
+
+def test_partitioning_removes_guards_from_the_main_part():
+    sch = Schedule(matmul(30, 10, 7))
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    i0, i1 = sch.split(i, [None, 8])  # 4 x 8 covers 30: guarded
+    sch.reorder(i0, j, k, i1)
+    low = lower_blocks(sch.func)
+    parts = partition_loops(low.body)
+    main = loops_of(parts)
+    assert main[0].extent == 3  # i0 in 0..3 needs no guard
+    main_text = repr(main[0])
+    assert "< 30" not in main_text and "if" not in main_text.split("for i_0_tail")[0]
+    a, b = RNG.uniform(-1, 1, (30, 7)).astype("float32"), RNG.uniform(-1, 1, (7, 10)).astype("float32")
+    np.testing.assert_allclose(run(lower(sch.func, vectorize=False), a, b, (30, 10)), a @ b,
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_partitioning_leaves_dividing_loops_alone():
+    sch = Schedule(matmul(32, 10, 7))
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.split(i, [None, 8])
+    low = lower_blocks(sch.func)
+    assert partition_loops(low.body) is not None
+    assert "tail" not in repr(partition_loops(low.body))
