@@ -15,7 +15,7 @@ from ..tir.expr import (Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, Int
                         Select, Var)
 from ..tir.func import PrimFunc
 from ..tir.functor import visit
-from ..tir.stmt import Allocate, BufferStore, Evaluate, For, IfThenElse, SeqStmt
+from ..tir.stmt import Allocate, BufferStore, Comment, Evaluate, For, IfThenElse, SeqStmt
 
 C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern
 float for goto if inline int long register restrict return short signed sizeof static struct
@@ -207,6 +207,8 @@ static inline int omp_get_max_threads(void) { return 1; }
             self.allocate(s, depth)
         elif isinstance(s, Evaluate):
             self.emit(depth, f"{self.expr(s.value)};")
+        elif isinstance(s, Comment):
+            self.emit(depth, f"// {s.text}")
         else:
             raise TypeError(f"cannot render statement {type(s).__name__}")
 

@@ -5,13 +5,13 @@ from .expr import (Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, 
                    Ramp, Reduce, Select, Var, binary, call, cast, const, convert, select)
 from .func import PrimFunc
 from .functor import collect_vars, replace_buffers, substitute, transform, uses_var, visit
-from .stmt import (Allocate, Block, BlockRealize, BufferRegion, BufferStore, Evaluate, For,
+from .stmt import (Allocate, Block, BlockRealize, BufferRegion, BufferStore, Comment, Evaluate, For,
                    IfThenElse, IterVar, SeqStmt, Stmt, seq)
 from .structural import structural_equal, structural_hash
 
 __all__ = [
     "Allocate", "Binary", "Block", "BlockRealize", "Broadcast", "Buffer", "BufferLoad",
-    "BufferRegion", "BufferStore", "Call", "Cast", "Evaluate", "FloatImm", "For", "IfThenElse",
+    "BufferRegion", "BufferStore", "Call", "Cast", "Comment", "Evaluate", "FloatImm", "For", "IfThenElse",
     "IntImm", "IterVar", "Not", "PrimExpr", "PrimFunc", "Ramp", "Reduce", "Select", "SeqStmt",
     "Stmt", "Var", "arith", "binary", "call", "cast", "collect_vars", "const", "convert",
     "dtype", "replace_buffers", "select", "seq", "structural_equal", "structural_hash",

@@ -14,7 +14,7 @@ from .expr import (Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, 
                    Select, Var)
 from .func import PrimFunc
 from .printer import Names
-from .stmt import (Allocate, Block, BlockRealize, BufferStore, Evaluate, For, IfThenElse,
+from .stmt import (Allocate, Block, BlockRealize, BufferStore, Comment, Evaluate, For, IfThenElse,
                    SeqStmt)
 
 _PY_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "//", "%": "%", "==": "==", "!=": "!=",
@@ -100,7 +100,7 @@ class _PyGen:
             self.stmt(s.body, depth)
         elif isinstance(s, BlockRealize):
             self.realize(s, depth)
-        elif isinstance(s, Evaluate):
+        elif isinstance(s, (Evaluate, Comment)):
             self.emit(depth, "pass")
         else:
             raise TypeError(f"interpreter: unsupported statement {type(s).__name__}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from .buffer import Buffer
 from .expr import (CMP_OPS, Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Not,
                    Ramp, Reduce, Select, Var)
-from .stmt import (Allocate, Block, BlockRealize, BufferRegion, BufferStore, Evaluate, For,
+from .stmt import (Allocate, Block, BlockRealize, BufferRegion, BufferStore, Comment, Evaluate, For,
                    IfThenElse, SeqStmt)
 
 _PREC = {"or": 1, "and": 2, "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4,
@@ -121,6 +121,8 @@ class Printer:
             self.stmt(s.body, depth)
         elif isinstance(s, Evaluate):
             self.emit(depth, self.expr(s.value))
+        elif isinstance(s, Comment):
+            self.emit(depth, f"# {s.text}")
         elif isinstance(s, Block):
             self.block(s, (), None, depth)
         else:

@@ -136,6 +136,12 @@ class Allocate(Stmt):
 
 
 @_node
+class Comment(Stmt):
+    """A note for readers of the generated code (lowering adds them; no effect)."""
+    text: str
+
+
+@_node
 class Evaluate(Stmt):
     """Evaluate an expression for its effect (e.g. a GPU barrier call)."""
     value: PrimExpr

@@ -14,7 +14,7 @@ from ...tir.arith import Simplifier, const_extent, eval_bound
 from ...tir.expr import BufferLoad, binary, const
 from ...tir.func import PrimFunc
 from ...tir.functor import transform, visit
-from ...tir.stmt import Allocate, BufferStore, For, IfThenElse, SeqStmt, seq
+from ...tir.stmt import Allocate, BufferStore, Comment, For, IfThenElse, SeqStmt, seq
 
 
 def compact_buffers(func: PrimFunc) -> PrimFunc:
@@ -150,7 +150,7 @@ def _plan(buf, accesses):
 def _rewrite(body, moves: dict):
     by_loop: dict = {}
     for buf, (loop, new, _) in moves.items():
-        by_loop.setdefault(id(loop), []).append(new)
+        by_loop.setdefault(id(loop), []).append((buf, new))
 
     def shift(indices, offsets):
         return tuple(i if (getattr(o, "value", None) == 0) else binary("-", i, o)
@@ -168,8 +168,11 @@ def _rewrite(body, moves: dict):
     def walk(s):
         if isinstance(s, For):
             inner = walk(s.body)
-            for new in by_loop.get(id(s), ()):
-                inner = Allocate(new, inner)
+            for old, new in by_loop.get(id(s), ()):
+                dims = "x".join(map(str, new.shape))
+                note = (f"{new.name}: {dims} {new.scope} tile of {new.name}{list(old.shape)}, "
+                        f"one per iteration of {s.loop_var.name}")
+                inner = seq(Comment(note), Allocate(new, inner))
             return For(s.loop_var, s.extent, s.kind, inner, s.thread, s.annotations)
         if isinstance(s, SeqStmt):
             return seq(*(walk(x) for x in s.stmts))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ...tir.arith import INF, Simplifier
 from ...tir.expr import Binary, Var, binary, const
 from ...tir.functor import substitute, uses_var
-from ...tir.stmt import Allocate, For, IfThenElse, SeqStmt, seq
+from ...tir.stmt import Allocate, Comment, For, IfThenElse, SeqStmt, seq
 from .lower_blocks import simplify_conditions
 
 MAX_PARTITIONS = 64  # bound on code growth per function
@@ -23,7 +23,7 @@ def partition_loops(stmt):
 
 def _walk(s, dom, budget):
     if isinstance(s, For):
-        if budget[0] > 0 and s.kind in ("serial", "parallel", "unrolled"):
+        if budget[0] > 0 and s.kind in ("serial", "parallel", "unrolled", "vectorized"):
             t = _main_extent(s, dom)
             if 0 < t < s.extent:
                 budget[0] -= 1
@@ -53,8 +53,20 @@ def _split(loop: For, t: int, dom, budget):
     tail_dom = dict(dom)
     tail_dom[tail_var] = (0, loop.extent - t - 1)
     tail_body = simplify_conditions(tail_body, tail_dom)
+    if _empty(tail_body):  # the guards are false for the whole tail
+        return main
     tail = For(tail_var, loop.extent - t, loop.kind, tail_body, loop.thread, loop.annotations)
-    return seq(main, _walk(tail, dom, budget))
+    note = Comment(f"{v.name} = {t}..{loop.extent - 1}: the part of a non-dividing split that "
+                   "keeps its guards")
+    return seq(main, note, _walk(tail, dom, budget))
+
+
+def _empty(s) -> bool:
+    if isinstance(s, SeqStmt):
+        return all(_empty(x) for x in s.stmts)
+    if isinstance(s, For):
+        return _empty(s.body)
+    return False
 
 
 def _main_extent(loop: For, dom) -> int:

@@ -8,7 +8,7 @@ from ...tir import dtype as dt
 from ...tir.expr import (Binary, Broadcast, BufferLoad, Cast, FloatImm, IntImm, Ramp, Select, Var,
                          binary, cast, const)
 from ...tir.functor import substitute, uses_var, visit
-from ...tir.stmt import Allocate, BufferStore, For, IfThenElse, SeqStmt, seq
+from ...tir.stmt import Allocate, BufferStore, Comment, For, IfThenElse, SeqStmt, seq
 
 MAX_LANES = 64
 
@@ -47,9 +47,11 @@ def _vectorize(var: Var, n: int, body, vector_bits: int):
     chunk = max(1, min(n, vector_bits // widest))
     if chunk == 1 or n % chunk or chunk & (chunk - 1):
         raise _NoVec  # GCC vectors have power-of-two lanes
+    note = Comment(f"{var.name}: vectorized, {n} lanes" + (f" as {n // chunk} x {chunk}"
+                                                            if chunk < n else ""))
     if chunk == n:
-        return _Vectorizer(var, n).stmt(body)
-    parts = []
+        return seq(note, _Vectorizer(var, n).stmt(body))
+    parts = [note]
     for c in range(n // chunk):
         v = Var(var.name, var.dtype)
         part = substitute(body, {var: binary("+", v, const(c * chunk, var.dtype))})
@@ -163,6 +165,8 @@ class _Vectorizer:
                                               self.lanes))
 
     def stmt(self, s):
+        if isinstance(s, Comment):
+            return s
         if isinstance(s, SeqStmt):
             out = seq(*(self.stmt(x) for x in s.stmts))
             self.check_hazards()
