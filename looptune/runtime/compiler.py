@@ -65,7 +65,8 @@ def compile_shared(source: str, *, name: str = "kernel", flags=None, cc: str | N
             out = subprocess.run([cc, *flags, str(src_path), "-o", tmp, "-lm"],
                                  capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise BuildError(f"the C compiler took longer than {timeout} s", str(src_path)) from None
+            raise BuildError(f"the C compiler took longer than {timeout} s", str(src_path),
+                             timed_out=True) from None
         if out.returncode != 0:
             raise BuildError(f"the C compiler failed (exit {out.returncode})", str(src_path),
                              out.stderr[-4000:])

@@ -224,18 +224,35 @@ class Trace:
 
     # ------------------------------------------------------------------ replay
     def apply_to_schedule(self, sch, *, remove_postproc: bool = False,
-                          decision_provider: Callable | None = None) -> None:
+                          decision_provider: Callable | None = None,
+                          lenient: bool = False) -> None:
         """Replay on `sch` (a fresh schedule of the same workload). `decision_provider(inst,
-        inputs, attrs, decision)` may change the decision of sampling instructions."""
+        inputs, attrs, decision)` may change the decision of sampling instructions.
+
+        With `lenient`, an instruction naming a block that does not exist is skipped along
+        with everything that depends on it (used to apply the trace of an anchor block to a
+        fused variant of it); other refusals still raise."""
+        from .error import ScheduleError
+
         rv_map: dict = {}
+        missing: set = set()
         for inst in self.insts:
             if remove_postproc and inst.kind.postproc:
                 break
+            if lenient and _uses(inst.inputs, missing):
+                missing.update(inst.outputs)
+                continue
             inputs = tuple(_map_rv(x, rv_map) for x in inst.inputs)
             decision = self.decisions.get(inst)
             if decision_provider is not None and inst.kind.sampling:
                 decision = decision_provider(inst, inputs, inst.attrs, decision)
-            outputs = sch._apply(inst.kind, inputs, inst.attrs, decision)
+            try:
+                outputs = sch._apply(inst.kind, inputs, inst.attrs, decision)
+            except ScheduleError:
+                if lenient and inst.kind.name == "GetBlock":
+                    missing.update(inst.outputs)
+                    continue
+                raise
             for old, new in zip(inst.outputs, outputs):
                 rv_map[old] = new
 
@@ -275,6 +292,14 @@ class Trace:
                 _collect_rvs(x, used)
         keep.reverse()
         return Trace(keep, {i: d for i, d in self.decisions.items() if i in set(keep)})
+
+
+def _uses(x, rvs: set) -> bool:
+    if isinstance(x, RV):
+        return x in rvs
+    if isinstance(x, (list, tuple)):
+        return any(_uses(y, rvs) for y in x)
+    return False
 
 
 def _collect_rvs(x, out: set):

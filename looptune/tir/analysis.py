@@ -45,3 +45,45 @@ def access_regions(body, init=None) -> tuple[tuple, tuple]:
     writes = tuple(_region(b, idx) for b, idx in stores.items())
     reads = tuple(_region(b, idx) for b, idx in loads.items() if b not in stores)
     return reads, writes
+
+
+def flop_count(func) -> float:
+    """Floating-point operations of a function: per block, the arithmetic operations and
+    intrinsics of its body on float values, times its iteration space."""
+    from math import prod
+
+    from .expr import Binary, Call, Not, Select
+    from .stmt import BlockRealize
+    from . import dtype as dt
+
+    total = 0.0
+
+    def ops(e) -> int:
+        n = 0
+
+        def fn(x):
+            nonlocal n
+            if isinstance(x, (Binary, Call)) and dt.is_float(x.dtype):
+                n += 1
+            elif isinstance(x, Binary) and x.op in ("<", "<=", ">", ">=") and dt.is_float(x.a.dtype):
+                n += 1
+        visit(e, fn)
+        return n
+
+    def walk(n):
+        nonlocal total
+        if isinstance(n, BlockRealize):
+            b = n.block
+            if b.name != "root":
+                total += ops(b.body) * prod(iv.extent for iv in b.iter_vars)
+            walk(b.body)
+            return
+        for attr in ("body", "then_case", "else_case"):
+            x = getattr(n, attr, None)
+            if x is not None:
+                walk(x)
+        for x in getattr(n, "stmts", ()):
+            walk(x)
+
+    walk(func.body)
+    return total

@@ -4,6 +4,7 @@ can check schedules and lowering passes without a C compiler. Intermediate buffe
 NaN (or a large sentinel for integers) so reads of unwritten data show up."""
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -84,8 +85,17 @@ class _PyGen:
             for x in s.stmts:
                 self.stmt(x, depth)
         elif isinstance(s, For):
-            self.emit(depth, f"for {self.name(s.loop_var)} in range({s.extent}):")
-            self.stmt(s.body, depth + 1)
+            # a perfect chain of loops is one Python loop (Python allows only 20 nested blocks)
+            chain = [s]
+            while isinstance(chain[-1].body, For):
+                chain.append(chain[-1].body)
+            if len(chain) == 1:
+                self.emit(depth, f"for {self.name(s.loop_var)} in range({s.extent}):")
+            else:
+                names = ", ".join(self.name(x.loop_var) for x in chain)
+                ranges = ", ".join(f"range({x.extent})" for x in chain)
+                self.emit(depth, f"for {names} in _product({ranges}):")
+            self.stmt(chain[-1].body, depth + 1)
         elif isinstance(s, BufferStore):
             idx = ", ".join(self.expr(i) for i in s.indices)
             self.emit(depth, f"{self.name(s.buffer)}[{idx},] = {self.expr(s.value)}")
@@ -160,7 +170,7 @@ def _erf(x):
 
 
 def _env():
-    env = {"np": np, "math": math, "_tdiv": _tdiv, "_tmod": _tmod, "_fdiv": _fdiv, "_erf": _erf}
+    env = {"np": np, "math": math, "_product": itertools.product, "_tdiv": _tdiv, "_tmod": _tmod, "_fdiv": _fdiv, "_erf": _erf}
     for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32",
                  "float64"):
         t = getattr(np, name if name != "bool" else "bool_")

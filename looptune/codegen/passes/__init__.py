@@ -1,5 +1,5 @@
 """Lowering passes, applied in order by `codegen.lower`."""
-from .compact import compact_buffers
+from .compact import accumulation_loops, compact_buffers
 from .flatten import flatten
 from .intdiv import lower_intdiv
 from .lower_blocks import lower_blocks
@@ -7,5 +7,5 @@ from .partition import partition_loops
 from .unroll import auto_unroll, unroll_explicit
 from .vectorize import vectorize_loops
 
-__all__ = ["auto_unroll", "compact_buffers", "flatten", "lower_blocks", "lower_intdiv", "partition_loops", "unroll_explicit",
+__all__ = ["accumulation_loops", "auto_unroll", "compact_buffers", "flatten", "lower_blocks", "lower_intdiv", "partition_loops", "unroll_explicit",
            "vectorize_loops"]

@@ -17,7 +17,42 @@ from ...tir.functor import transform, visit
 from ...tir.stmt import Allocate, BufferStore, Comment, For, IfThenElse, SeqStmt, seq
 
 
-def compact_buffers(func: PrimFunc) -> PrimFunc:
+def accumulation_loops(func: PrimFunc) -> dict:
+    """{buffer: loop vars along which a reduction block accumulates into it}, read from the
+    block-level function (before lower_blocks): the loops driving its reduction variables."""
+    from ...tir.functor import uses_var
+    from ...tir.stmt import BlockRealize
+
+    out: dict = {}
+    loops: list = []
+
+    def walk(s):
+        if isinstance(s, For):
+            loops.append(s.loop_var)
+            walk(s.body)
+            loops.pop()
+        elif isinstance(s, BlockRealize):
+            red = [v for iv, v in zip(s.block.iter_vars, s.iter_values) if iv.kind == "R"]
+            acc = {lv for lv in loops if any(uses_var(v, {lv}) for v in red)}
+            for w in s.block.writes:
+                out.setdefault(w.buffer, set()).update(acc)
+            walk(s.block.body)
+        else:
+            for x in getattr(s, "stmts", ()):
+                walk(x)
+            for a in ("then_case", "else_case", "body"):
+                x = getattr(s, a, None)
+                if x is not None:
+                    walk(x)
+
+    walk(func.body)
+    return out
+
+
+def compact_buffers(func: PrimFunc, accumulation: dict | None = None) -> PrimFunc:
+    """`accumulation` ({buffer: loop vars}, from accumulation_loops on the block-level
+    function) says which loops a buffer accumulates over; without it, a loop counts as
+    accumulating when its variable is not an affine term of a read-modify-write index."""
     body, allocs = func.body, []
     while isinstance(body, Allocate):
         allocs.append(body.buffer)
@@ -25,7 +60,8 @@ def compact_buffers(func: PrimFunc) -> PrimFunc:
     accesses = _collect(body, set(allocs))
     keep, moves = [], {}
     for buf in allocs:
-        plan = _plan(buf, accesses.get(buf, []))
+        plan = _plan(buf, accesses.get(buf, []), None if accumulation is None
+                     else accumulation.get(buf, set()))
         if plan is None:
             keep.append(buf)
         else:
@@ -99,7 +135,7 @@ def _dom(loops) -> dict:
     return {lp.loop_var: (0, lp.extent - 1) for lp in loops}
 
 
-def _plan(buf, accesses):
+def _plan(buf, accesses, acc_vars):
     """(lca loop, new buffer, per-dim offsets) or None to keep the buffer as it is."""
     if not accesses:
         return None
@@ -110,7 +146,10 @@ def _plan(buf, accesses):
             n += 1
         common = common[:n]
     for indices, loops, rmw in accesses:
-        if rmw:
+        if acc_vars is not None:
+            depth = next((d for d, lp in enumerate(loops) if lp.loop_var in acc_vars), len(loops))
+            common = common[:depth]
+        elif rmw:
             common = common[:_accumulation_depth(indices, loops)]
     if not common:
         return None

@@ -2,7 +2,8 @@
 and unroll explicitly (copy the body per iteration) where `pragma_unroll_explicit` asks.
 
 A loop is auto-unrolled when the statements it runs in total (its extent times its body's
-count; a vectorized loop counts once) are at most the max step.
+count) are at most the max step. A vectorized loop counts as the vector statements it
+becomes (one per 8 lanes), so unrolling around wide vectors stays within the budget.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ...tir.stmt import Allocate, For, IfThenElse, SeqStmt, seq, with_annotation
 EXPLICIT = "pragma_unroll_explicit"
 MAX_STEP = "pragma_auto_unroll_max_step"
 EXPLICIT_LIMIT = 512  # never copy a body more often than this
+VECTOR_STMT_LANES = 8  # lanes per emitted vector statement (AVX2 float32)
 
 
 def auto_unroll(stmt):
@@ -38,7 +40,7 @@ def auto_unroll(stmt):
 def _mark(s, max_step: int, explicit: bool):
     if isinstance(s, For):
         body, steps = _mark(s.body, max_step, explicit)
-        total = steps * (1 if s.kind == "vectorized" else s.extent)
+        total = steps * (-(-s.extent // VECTOR_STMT_LANES) if s.kind == "vectorized" else s.extent)
         kind, ann = s.kind, s.annotations
         if s.kind == "serial" and s.extent > 1 and total <= max_step:
             kind = "unrolled"

@@ -1,0 +1,80 @@
+"""The `looptune` command."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .tune import CLIError
+
+EXAMPLES = """examples:
+  looptune tune matmul --shape M=1024,N=1024,K=1024 --trials 256
+  looptune tune conv2d --time 120 --work-dir conv-work
+  looptune tune my_ops.py:gemm --args 512 512 512 --trials 64
+  looptune db list
+  looptune db best matmul
+"""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="looptune", description="Search-based auto-tuning of "
+                                "tensor programs.", epilog=EXAMPLES,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("tune", help="tune a workload end to end",
+                       description="Tune a built-in operator (see `looptune ops`) or a "
+                       "@register_workload function in a Python file, keep every measurement in "
+                       "the work dir's database (resuming from it), and report the best kernel.")
+    t.add_argument("workload", help="an operator name, or FILE.py[:FUNCTION]")
+    t.add_argument("--shape", help="parameters, e.g. M=1024,N=1024,K=1024")
+    t.add_argument("--args", nargs="*", type=int, help="positional int arguments of a file's "
+                   "workload function")
+    t.add_argument("--trials", type=int, default=64, help="measurement budget (default 64)")
+    t.add_argument("--time", type=float, default=None, help="wall-clock budget in seconds")
+    t.add_argument("--work-dir", default="looptune-work", help="where the database and the "
+                   "best kernel's C go (default ./looptune-work)")
+    t.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    t.add_argument("--per-iter", type=int, default=16, help="candidates per batch (default 16)")
+    t.add_argument("--threads", type=int, default=None, help="threads for the kernels "
+                   "(default: all cores)")
+    t.add_argument("--target", default="cpu", help="target (default: this CPU)")
+    t.add_argument("--no-check", action="store_true", help="skip checking candidates against "
+                   "the unscheduled program")
+    t.add_argument("--quiet", action="store_true", help="no progress line")
+    d = sub.add_parser("db", help="inspect a tuning database")
+    d.add_argument("db_cmd", choices=["list", "show", "best"])
+    d.add_argument("workload", nargs="?", help="workload name or key prefix (show, best)")
+    d.add_argument("--work-dir", default="looptune-work")
+    d.add_argument("--limit", type=int, default=20, help="records to show (default 20)")
+    sub.add_parser("ops", help="list the built-in operators and their default shapes")
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if args.cmd == "tune":
+            from .tune import run
+            return run(args)
+        if args.cmd == "db":
+            if args.db_cmd in ("show", "best") and not args.workload:
+                raise CLIError(f"`looptune db {args.db_cmd}` needs a workload name or key prefix")
+            from .db import run
+            return run(args)
+        if args.cmd == "ops":
+            from ..te.ops import OPS
+            for name, op in sorted(OPS.items()):
+                shape = ", ".join(f"{k}={v}" for k, v in op.defaults.items())
+                print(f"{name:<18}{shape}\n{'':<18}{op.doc}")
+            return 0
+    except CLIError as e:
+        print(f"looptune: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nlooptune: interrupted; everything measured so far is in the database",
+              file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

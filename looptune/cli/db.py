@@ -1,0 +1,76 @@
+"""`looptune db list|show|best`: look inside a tuning database."""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from .tune import CLIError
+
+
+def open_database(work_dir: str):
+    from ..tune.database import JSONDatabase, SQLiteDatabase
+    d = Path(work_dir)
+    if (d / "database.sqlite").exists():
+        return SQLiteDatabase(work_dir=str(d))
+    if (d / "database_tuning_record.json").exists():
+        return JSONDatabase(work_dir=str(d))
+    raise CLIError(f"no tuning database in {d}/ (expected database.sqlite); run "
+                   f"`looptune tune ... --work-dir {d}` first or pass --work-dir")
+
+
+def _groups(db):
+    by_key = defaultdict(list)
+    for r in db.get_all_tuning_records():
+        by_key[r.workload.key].append(r)
+    return by_key
+
+
+def _find(db, spec: str):
+    groups = _groups(db)
+    hits = [k for k, recs in groups.items() if k.startswith(spec) or recs[0].workload.name == spec]
+    if not hits:
+        names = ", ".join(sorted({recs[0].workload.name for recs in groups.values()})) or "none"
+        raise CLIError(f"no workload {spec!r} in the database (workloads: {names}); give a name "
+                       "or a key prefix from `looptune db list`")
+    if len(hits) > 1:
+        raise CLIError(f"{spec!r} matches {len(hits)} workloads ({', '.join(hits)}); give a key "
+                       "prefix from `looptune db list`")
+    return groups[hits[0]]
+
+
+def _ms(r) -> str:
+    return f"{r.mean_secs * 1e3:.4f} ms" if r.ok else f"failed ({r.error_class})"
+
+
+def run(args) -> int:
+    db = open_database(args.work_dir)
+    if args.db_cmd == "list":
+        groups = _groups(db)
+        if not groups:
+            print("the database holds no records")
+            return 0
+        print(f"{'key':<18}{'workload':<20}{'records':>8}{'failed':>8}  best")
+        for key, recs in groups.items():
+            ok = [r for r in recs if r.ok]
+            best = f"{min(r.mean_secs for r in ok) * 1e3:.4f} ms" if ok else "-"
+            print(f"{key:<18}{recs[0].workload.name:<20}{len(recs):>8}{len(recs) - len(ok):>8}  {best}")
+        return 0
+    recs = _find(db, args.workload)
+    if args.db_cmd == "show":
+        recs = sorted(recs, key=lambda r: r.time)
+        for i, r in enumerate(recs[-args.limit:]):
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.time))
+            line = f"{i:>4}  {when}  {_ms(r):<24} {len(r.trace)} instructions  {r.target.key()}"
+            if not r.ok and r.error_msg:
+                line += "\n      " + r.error_msg.strip().splitlines()[0][:160]
+            print(line)
+        return 0
+    ok = sorted((r for r in recs if r.ok), key=lambda r: r.mean_secs)
+    if not ok:
+        raise CLIError(f"{recs[0].workload.name} has no successful record")
+    best = ok[0]
+    print(f"# {best.workload.name}: {_ms(best)} on {best.target}; "
+          f"measured with {best.measure}")
+    print(best.trace.simplified().as_python())
+    return 0

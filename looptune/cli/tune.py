@@ -1,0 +1,122 @@
+"""`looptune tune`: tune one workload end to end and report the result."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections import Counter
+from pathlib import Path
+
+from ..te import create_prim_func
+from ..te.ops import OPS, workload
+from ..tir.analysis import flop_count
+
+
+class CLIError(Exception):
+    """A user error on the command line: printed without a traceback."""
+
+
+def parse_shape(text: str | None) -> dict:
+    """"M=512,N=256" -> {"M": 512, "N": 256} (ints where they parse, else strings)."""
+    out = {}
+    for part in filter(None, (text or "").split(",")):
+        key, eq, value = part.partition("=")
+        if not eq or not key.strip():
+            raise CLIError(f"--shape: expected KEY=VALUE pairs separated by commas, got {part!r}")
+        value = value.strip()
+        try:
+            out[key.strip()] = int(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out
+
+
+def _load_user_file(path: str):
+    from ..tune.task import WORKLOADS
+    before = set(WORKLOADS)
+    p = Path(path)
+    if not p.is_file():
+        raise CLIError(f"no such file: {path}")
+    spec = importlib.util.spec_from_file_location(f"looptune_user_{p.stem}", p)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return sorted(set(WORKLOADS) - before) or sorted(WORKLOADS)
+
+
+def resolve(spec: str, shape: dict, args: list):
+    """(PrimFunc, display name, flops) for a built-in operator or FILE.py[:FUNCTION]."""
+    if spec in OPS:
+        if args:
+            raise CLIError("--args is for workload functions in a file; built-in operators take "
+                           f"--shape ({', '.join(f'{k}={v}' for k, v in OPS[spec].defaults.items())})")
+        try:
+            tensors, _, flops = workload(spec, **shape)
+        except Exception as e:  # noqa: BLE001 - the op names the bad parameter
+            raise CLIError(str(e)) from None
+        params = {**OPS[spec].defaults, **shape}
+        name = f"{spec}({', '.join(f'{k}={v}' for k, v in params.items())})"
+        return create_prim_func(tensors, name=spec), name, float(flops)
+    path, _, fname = spec.partition(":")
+    if path.endswith(".py"):
+        from ..tune.task import Task, get_workload
+        names = _load_user_file(path)
+        if not fname:
+            if len(names) != 1:
+                raise CLIError(f"{path} registers {len(names)} workloads ({', '.join(names)}); "
+                               f"pick one with {path}:NAME")
+            fname = names[0]
+        try:
+            task = Task(get_workload(fname), tuple(args), kwargs=shape)
+        except (KeyError, TypeError) as e:
+            raise CLIError(str(e).strip('"')) from None
+        return task.func, task.name, flop_count(task.func)
+    known = ", ".join(sorted(OPS))
+    raise CLIError(f"unknown workload {spec!r}: use a built-in operator ({known}) or "
+                   "FILE.py[:FUNCTION] with @register_workload functions")
+
+
+def run(args) -> int:
+    import numpy as np
+
+    from ..build import build
+    from ..target import Target
+    from ..tune import EvaluatorConfig, compile_tir, tune_tir
+    from ..tune.tune import random_args
+
+    func, name, flops = resolve(args.workload, parse_shape(args.shape), args.args or [])
+    target = Target.create(args.target)
+    work_dir = Path(args.work_dir)
+    threads = args.threads or target.cores
+    budget = f"{args.trials} trials" + (f" or {args.time:g} s" if args.time else "")
+    print(f"tuning {name} on {target}\n  {budget}, {threads} thread(s), work dir {work_dir}, "
+          f"seed {args.seed}", file=sys.stderr)
+    db = tune_tir(func, target, work_dir, max_trials_global=args.trials,
+                  num_trials_per_iter=args.per_iter, max_time_s=args.time, seed=args.seed,
+                  task_name=name, evaluator=EvaluatorConfig(num_threads=threads),
+                  check_correctness=not args.no_check, progress=not args.quiet)
+    records = db.records_of(db.commit_workload(func), target)
+    failures = Counter(r.error_class for r in records if not r.ok)
+    ok = [r for r in records if r.ok]
+    print(f"\n{name}: {len(records)} trials in the database ({len(ok)} measured, "
+          f"{sum(failures.values())} failed{': ' if failures else ''}"
+          f"{', '.join(f'{n} {k}' for k, n in sorted(failures.items()))})")
+    if not ok:
+        print("no candidate ran successfully; see `looptune db show` for the errors")
+        return 1
+    mod = compile_tir(db, func, target, num_threads=threads)
+    rec = mod.record
+    untuned = build(func, target, num_threads=threads)
+    arrays = random_args(mod.args, np.random.default_rng(0))
+    t_best = mod.time_evaluator(number=1, repeat=10, min_repeat_ms=20)(*arrays).median
+    t_base = untuned.time_evaluator(number=1, repeat=3)(*arrays).median
+    gflops = f", {flops / t_best / 1e9:.1f} GFLOP/s" if flops else ""
+    print(f"best: {t_best * 1e3:.4f} ms{gflops} (measured in tuning: {rec.mean_secs * 1e3:.4f} ms),"
+          f" {t_base / t_best:.1f}x the untuned kernel ({t_base * 1e3:.3f} ms); checked "
+          "against the unscheduled program")
+    safe = "".join(c if c.isalnum() else "_" for c in func.name)
+    c_path = work_dir / f"{safe}_best.c"
+    c_path.write_text(mod.source)
+    print(f"generated C: {c_path}")
+    print("best schedule:")
+    print("    " + rec.trace.simplified().as_python().replace("\n", "\n    "))
+    return 0

@@ -1,0 +1,23 @@
+"""The tuning engine: design spaces from schedule rules, search, measurement, databases."""
+from .builder import Builder, BuilderInput, BuilderResult, LocalBuilder
+from .context import TuneContext
+from .database import (Database, JSONDatabase, MemoryDatabase, OrderedUnionDatabase,
+                       ScheduleFnDatabase, SQLiteDatabase, TuningRecord, UnionDatabase, Workload)
+from .postproc import Postproc
+from .runner import EvaluatorConfig, LocalRunner, Runner, RunnerInput, RunnerResult
+from .schedule_rule import ScheduleRule
+from .search_strategy import MeasureCandidate, ReplayTrace, SearchStrategy
+from .space_generator import PostOrderApply, ScheduleFn, SpaceGenerator
+from .task import Task, register_workload
+from .task_scheduler import RoundRobin, TaskScheduler
+from .tune import NoTuningRecordError, compile_tir, tune_tasks, tune_tir, verify
+
+__all__ = [
+    "Builder", "BuilderInput", "BuilderResult", "Database", "EvaluatorConfig", "JSONDatabase",
+    "LocalBuilder", "LocalRunner", "MeasureCandidate", "MemoryDatabase", "NoTuningRecordError",
+    "OrderedUnionDatabase", "PostOrderApply", "Postproc", "ReplayTrace", "RoundRobin", "Runner",
+    "RunnerInput", "RunnerResult", "SQLiteDatabase", "ScheduleFn", "ScheduleFnDatabase",
+    "ScheduleRule", "SearchStrategy", "SpaceGenerator", "Task", "TaskScheduler", "TuneContext",
+    "TuningRecord", "UnionDatabase", "Workload", "compile_tir", "register_workload",
+    "tune_tasks", "tune_tir", "verify",
+]

@@ -1,0 +1,41 @@
+"""Builders compile scheduled functions into loadable artifacts, many at a time."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...target import Target
+from ...tir.func import PrimFunc
+from ..registry import Registry
+
+
+@dataclass(frozen=True, eq=False)
+class BuilderInput:
+    func: PrimFunc                 # the scheduled function
+    target: Target
+    meta: dict = field(default_factory=dict)  # header info: workload hash, trace length
+
+
+@dataclass(frozen=True)
+class BuilderResult:
+    artifact: str | None = None    # path of the shared library
+    symbol: str | None = None      # the kernel's C name (call `<symbol>_packed`)
+    source_hash: str | None = None # sha256 of the C source: identical binaries share it
+    error_class: str | None = None # "build_error" or "build_timeout"
+    error_msg: str | None = None
+    build_secs: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error_class is None
+
+
+class Builder:
+    registry = Registry("builder")
+
+    @classmethod
+    def create(cls, spec="local", **kwargs) -> "Builder":
+        return cls.registry.create(spec, Builder, **kwargs)
+
+    def build(self, inputs: list) -> list:
+        """One BuilderResult per BuilderInput, in order; failures are results, not raises."""
+        raise NotImplementedError

@@ -1,0 +1,11 @@
+"""Databases of tuning records: the interface (base.py) and one file per storage."""
+from .base import Database, TuningRecord, Workload, workload_key
+from .json import JSONDatabase
+from .memory import MemoryDatabase
+from .schedule_fn import ScheduleFnDatabase
+from .sqlite import SQLiteDatabase
+from .union import OrderedUnionDatabase, UnionDatabase
+
+__all__ = ["Database", "JSONDatabase", "MemoryDatabase", "OrderedUnionDatabase",
+           "SQLiteDatabase", "ScheduleFnDatabase", "TuningRecord", "UnionDatabase", "Workload",
+           "workload_key"]

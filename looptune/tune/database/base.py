@@ -1,0 +1,196 @@
+"""Workloads, tuning records, and the Database interface.
+
+A Workload is an unscheduled PrimFunc with its structural hash (the key of everything); a
+TuningRecord is one measured schedule of it: the trace, run times (None on failure, with an
+error class and message), target, argument info and measurement settings. Both are plain
+JSON. Databases are append-only; what a killed process wrote completely stays readable.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+from ...runtime.module import ArgInfo
+from ...schedule import Schedule, ScheduleError, Trace
+from ...target import Target
+from ...tir.func import PrimFunc
+from ...tir.structural import structural_hash
+from ..registry import Registry
+
+RECORD_FORMAT_VERSION = 1
+ERROR_CLASSES = ("build_error", "build_timeout", "run_error", "run_timeout", "wrong_result",
+                 "schedule_error")
+MODULE_EQUALITIES = ("structural", "anchor-block")
+
+
+@dataclass(frozen=True, eq=False)
+class Workload:
+    """An unscheduled function and its key (structural hash, or anchor-block hash)."""
+
+    func: PrimFunc
+    key: str
+
+    @property
+    def name(self) -> str:
+        return self.func.name
+
+    def to_json(self) -> dict:
+        from ...tir.serialize import func_to_json
+        return {"key": self.key, "name": self.func.name, "func": func_to_json(self.func)}
+
+    @staticmethod
+    def from_json(obj: dict) -> "Workload":
+        from ...tir.serialize import func_from_json
+        return Workload(func_from_json(obj["func"]), obj["key"])
+
+
+@dataclass(frozen=True, eq=False)
+class TuningRecord:
+    workload: Workload
+    trace: Trace
+    run_secs: tuple | None            # seconds per call, one per repeat; None if it failed
+    target: Target
+    args_info: tuple = ()             # ArgInfo of each argument
+    measure: dict = field(default_factory=dict)  # evaluator settings, threads, compiler, ...
+    error_class: str | None = None    # one of ERROR_CLASSES when run_secs is None
+    error_msg: str | None = None
+    time: float = field(default_factory=time.time)
+    sch_hash: str | None = None       # structural hash of the scheduled function
+
+    @property
+    def ok(self) -> bool:
+        return self.run_secs is not None and self.error_class is None
+
+    @property
+    def mean_secs(self) -> float:
+        """Mean run time, infinity for a failed record."""
+        if not self.ok or not self.run_secs:
+            return math.inf
+        return sum(self.run_secs) / len(self.run_secs)
+
+    def to_json(self) -> dict:
+        return {
+            "version": RECORD_FORMAT_VERSION,
+            "workload": self.workload.key,
+            "trace": self.trace.to_json(),
+            "run_secs": None if self.run_secs is None else list(self.run_secs),
+            "target": self.target.to_json(),
+            "args_info": [a.to_json() for a in self.args_info],
+            "measure": dict(self.measure),
+            "error_class": self.error_class,
+            "error_msg": self.error_msg,
+            "time": self.time,
+            "sch_hash": self.sch_hash,
+        }
+
+    @staticmethod
+    def from_json(obj: dict, workload: Workload) -> "TuningRecord":
+        if obj.get("version") != RECORD_FORMAT_VERSION:
+            raise ValueError(f"tuning record format {obj.get('version')!r} is not "
+                             f"{RECORD_FORMAT_VERSION}")
+        return TuningRecord(
+            workload=workload,
+            trace=Trace.from_json(obj["trace"]),
+            run_secs=None if obj["run_secs"] is None else tuple(float(x) for x in obj["run_secs"]),
+            target=Target.from_json(obj["target"]),
+            args_info=tuple(ArgInfo.from_json(a) for a in obj["args_info"]),
+            measure=dict(obj.get("measure") or {}),
+            error_class=obj.get("error_class"),
+            error_msg=obj.get("error_msg"),
+            time=float(obj.get("time", 0.0)),
+            sch_hash=obj.get("sch_hash"),
+        )
+
+
+def workload_key(func: PrimFunc, module_equality: str = "structural") -> str:
+    """The database key of a function: its structural hash, or with "anchor-block" the hash
+    of its dominant compute block alone (so a fused variant finds the records of the same core
+    computation)."""
+    if module_equality == "structural":
+        return structural_hash(func)
+    if module_equality == "anchor-block":
+        from ...tir.anchor import anchor_key
+        return anchor_key(func)
+    raise ValueError(f"unknown module_equality {module_equality!r}; use one of {MODULE_EQUALITIES}")
+
+
+class Database:
+    """Where tuning results live. Implementations provide the five storage methods; the
+    queries are shared. `module_equality` decides which workloads count as the same."""
+
+    registry = Registry("database")
+
+    def __init__(self, module_equality: str = "structural"):
+        if module_equality not in MODULE_EQUALITIES:
+            raise ValueError(f"unknown module_equality {module_equality!r}; use one of "
+                             f"{MODULE_EQUALITIES}")
+        self.module_equality = module_equality
+
+    @classmethod
+    def create(cls, spec="memory", **kwargs) -> "Database":
+        return cls.registry.create(spec, Database, **kwargs)
+
+    # ------------------------------------------------------------------ storage
+    def has_workload(self, func: PrimFunc) -> bool:
+        raise NotImplementedError
+
+    def commit_workload(self, func: PrimFunc) -> Workload:
+        """The stored Workload for func, adding it if new."""
+        raise NotImplementedError
+
+    def commit_tuning_record(self, record: TuningRecord) -> None:
+        raise NotImplementedError
+
+    def get_all_tuning_records(self) -> list:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ queries
+    def key_of(self, func: PrimFunc) -> str:
+        return workload_key(func, self.module_equality)
+
+    def records_of(self, workload, target: Target | None = None) -> list:
+        """Every record of the workload (a Workload or its key; failures included), oldest
+        first."""
+        key = workload if isinstance(workload, str) else workload.key
+        tkey = None if target is None else Target.create(target).key()
+        return [r for r in self.get_all_tuning_records() if r.workload.key == key
+                and (tkey is None or r.target.key() == tkey)]
+
+    def get_top_k(self, workload, k: int, target: Target | None = None) -> list:
+        """The k fastest successful records of the workload (on `target` if given)."""
+        ok = [r for r in self.records_of(workload, target) if r.ok]
+        ok.sort(key=lambda r: r.mean_secs)
+        return ok[:k]
+
+    def query_tuning_record(self, func: PrimFunc, target, k: int = 1) -> list:
+        """The k best successful records of func on target (a lookup: nothing is written)."""
+        return self.get_top_k(self.key_of(func), k, target)
+
+    def query_schedule(self, func: PrimFunc, target) -> Schedule | None:
+        """The best record's schedule applied to func, or None. Records whose trace no
+        longer replays are reported and skipped, never applied. (compile_tir also checks the
+        result against the unscheduled program before using it.)"""
+        for rec in self.query_tuning_record(func, target, k=16):
+            sch = Schedule(func, seed=0)
+            try:
+                if self.module_equality == "anchor-block":
+                    rec.trace.apply_to_schedule(sch, lenient=True)
+                else:
+                    rec.trace.apply_to_schedule(sch)
+            except ScheduleError as e:
+                import warnings
+                warnings.warn(f"skipping a record of {func.name} whose trace does not replay: {e}")
+                continue
+            return sch
+        return None
+
+    def query_ir_module(self, func: PrimFunc, target) -> PrimFunc | None:
+        sch = self.query_schedule(func, target)
+        return None if sch is None else sch.func
+
+    def close(self) -> None:
+        """Release files or connections (the database stays readable by others)."""

@@ -1,0 +1,179 @@
+"""SQLiteDatabase: one SQLite file (WAL mode), safe for several processes at once.
+
+Tables (schema version 1, kept in `meta`):
+
+    workloads(id, key UNIQUE, name, func)          func: tir.serialize JSON text
+    records(id, workload, target, mean_secs, error_class, time, record)
+                                                   record: TuningRecord.to_json() text;
+                                                   the other columns are for people and SQL
+Each commit is one transaction. Rows are append-only with increasing ids, so a reader
+refreshes its in-memory view by reading only the rows past the last id it has seen: another
+process's commits are visible on the next query.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+from .base import Database, TuningRecord, Workload
+from ._view import Skipper, View
+
+SCHEMA_VERSION = 1
+DEFAULT_FILE = "database.sqlite"
+_TABLES = (
+    "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS workloads (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+    "key TEXT NOT NULL UNIQUE, name TEXT NOT NULL, func TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS records (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+    "workload TEXT NOT NULL, target TEXT NOT NULL, mean_secs REAL, error_class TEXT, "
+    "time REAL NOT NULL, record TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS records_by_workload ON records (workload, target)",
+)
+
+
+@Database.registry.register("sqlite")
+class SQLiteDatabase(Database):
+    def __init__(self, path=None, work_dir=None, module_equality: str = "structural",
+                 *, timeout: float = 60.0):
+        super().__init__(module_equality)
+        if path is None:
+            if work_dir is None:
+                raise ValueError("SQLiteDatabase needs a path or a work_dir "
+                                 f"(the file is then work_dir/{DEFAULT_FILE})")
+            Path(work_dir).mkdir(parents=True, exist_ok=True)
+            path = Path(work_dir) / DEFAULT_FILE
+        self.path = Path(path)
+        self.timeout = timeout
+        self._lock = threading.RLock()
+        self._conn = None
+        self._pid = None
+        self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        """The connection of this process (a forked child opens its own)."""
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")  # in WAL mode: durable against killed processes
+        with _transaction(conn, "IMMEDIATE"):
+            for sql in _TABLES:
+                conn.execute(sql)
+            row = conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()
+            if row is None:
+                conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        if row is not None and row[0] != str(SCHEMA_VERSION):
+            conn.close()
+            raise ValueError(f"{self.path}: database schema version {row[0]} is not "
+                             f"{SCHEMA_VERSION}, which this looptune reads")
+        self._conn, self._pid = conn, os.getpid()
+        self._view = View(self.key_of)
+        self._db_keys: set = set()  # workload keys that have a row
+        self._last_workload = self._last_record = 0
+        return conn
+
+    def _refresh(self) -> View:
+        """Read the rows committed (by anyone) since the last refresh, in one snapshot."""
+        conn = self._connect()
+        with _transaction(conn, "DEFERRED"):
+            wrows = conn.execute("SELECT id, key, func FROM workloads WHERE id > ? ORDER BY id",
+                                 (self._last_workload,)).fetchall()
+            rrows = conn.execute("SELECT id, record FROM records WHERE id > ? ORDER BY id",
+                                 (self._last_record,)).fetchall()
+        view = self._view
+        skipper = Skipper(f"{self.path}, table workloads")
+        for rid, key, text in wrows:
+            self._db_keys.add(key)
+            obj = _loads(text, skipper.at(f"id {rid}"))
+            if obj is not None:
+                view.load_workload({"key": key, "func": obj}, skipper.at(f"id {rid}"))
+            self._last_workload = rid
+        skipper.done()
+        skipper = Skipper(f"{self.path}, table records")
+        for rid, text in rrows:
+            obj = _loads(text, skipper.at(f"id {rid}"))
+            if obj is not None:
+                view.load_record(obj, skipper.at(f"id {rid}"))
+            self._last_record = rid
+        skipper.done()
+        return view
+
+    # ------------------------------------------------------------------ storage
+    def has_workload(self, func) -> bool:
+        with self._lock:
+            return self.key_of(func) in self._refresh().workloads
+
+    def commit_workload(self, func) -> Workload:
+        with self._lock:
+            wl = self._refresh().add_workload(func)
+            if wl.key not in self._db_keys:
+                with _transaction(self._conn, "IMMEDIATE"):
+                    self._insert_workload(wl)
+                self._db_keys.add(wl.key)
+            return wl
+
+    def commit_tuning_record(self, record: TuningRecord) -> None:
+        with self._lock:
+            record = self._refresh().own(record)
+            r = record.to_json()
+            new_workload = record.workload.key not in self._db_keys
+            with _transaction(self._conn, "IMMEDIATE"):
+                if new_workload:
+                    self._insert_workload(record.workload)
+                self._conn.execute(
+                    "INSERT INTO records (workload, target, mean_secs, error_class, time, record)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (record.workload.key, record.target.key(),
+                     record.mean_secs if record.ok else None, record.error_class, record.time,
+                     json.dumps(r, separators=(",", ":"))))
+            if new_workload:
+                self._db_keys.add(record.workload.key)
+
+    def _insert_workload(self, wl: Workload) -> None:
+        self._conn.execute("INSERT OR IGNORE INTO workloads (key, name, func) VALUES (?, ?, ?)",
+                           (wl.key, wl.name, json.dumps(wl.to_json()["func"],
+                                                        separators=(",", ":"))))
+
+    def get_all_tuning_records(self) -> list:
+        with self._lock:
+            return list(self._refresh().records)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._refresh().records)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    def __repr__(self):
+        return f"SQLiteDatabase({str(self.path)!r})"
+
+
+class _transaction:
+    """BEGIN <mode> ... COMMIT, or ROLLBACK on an exception (autocommit connections)."""
+
+    def __init__(self, conn, mode: str):
+        self.conn, self.mode = conn, mode
+
+    def __enter__(self):
+        self.conn.execute(f"BEGIN {self.mode}")
+
+    def __exit__(self, exc_type, *_):
+        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+        return False
+
+
+def _loads(text, skip):
+    """A stored JSON column as an object, or None (reported) when it does not parse."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError) as err:
+        skip(f"not JSON: {err}")
+        return None

@@ -1,0 +1,6 @@
+"""Postprocessors: finish and validate sampled schedules."""
+from .base import Postproc
+from .rewrite_parallel_vectorize_unroll import RewriteParallelVectorizeUnroll
+from .verify_cpu import VerifyCPU
+
+__all__ = ["Postproc", "RewriteParallelVectorizeUnroll", "VerifyCPU"]

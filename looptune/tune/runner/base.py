@@ -1,0 +1,67 @@
+"""Runners measure built kernels: seeded random inputs, optional check against a reference,
+honest timing, every failure classified."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..registry import Registry
+
+
+@dataclass(frozen=True)
+class EvaluatorConfig:
+    """How a candidate is timed (stored with every record).
+
+    Each of `repeat` measurements times `number` calls, with `number` raised until one
+    measurement lasts `min_repeat_ms`; caches are flushed before each measurement if asked.
+    `num_threads` fixes the thread count of parallel loops (None: the target's cores)."""
+
+    number: int = 1
+    repeat: int = 5
+    min_repeat_ms: float = 20.0
+    enable_cpu_cache_flush: bool = False
+    num_threads: int | None = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(d: dict) -> "EvaluatorConfig":
+        return EvaluatorConfig(**d)
+
+
+@dataclass(frozen=True)
+class RunnerInput:
+    artifact: str                  # shared library to load
+    symbol: str
+    args_info: tuple               # ArgInfo per argument (shape, dtype, written)
+    config: EvaluatorConfig
+    seed: int = 0                  # random inputs are drawn from this seed
+    reference: tuple | None = None # (artifact, symbol) of the unscheduled program to check against
+    abort_above_secs: float | None = None  # stop after one call if slower than this
+
+
+@dataclass(frozen=True)
+class RunnerResult:
+    run_secs: tuple | None = None  # seconds per call, one per repeat
+    error_class: str | None = None # "run_error", "run_timeout" or "wrong_result"
+    error_msg: str | None = None
+    aborted_early: bool = False    # timed once only: far slower than the best so far
+
+    @property
+    def ok(self) -> bool:
+        return self.error_class is None and self.run_secs is not None
+
+
+class Runner:
+    registry = Registry("runner")
+
+    @classmethod
+    def create(cls, spec="local", **kwargs) -> "Runner":
+        return cls.registry.create(spec, Runner, **kwargs)
+
+    def run(self, inputs: list) -> list:
+        """One RunnerResult per RunnerInput, in order, measured one at a time."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Stop worker processes."""

@@ -1,0 +1,161 @@
+"""The measurement worker: a child process that loads kernels, feeds them seeded random
+inputs, checks them against a reference and times them, so that a kernel that crashes or
+hangs takes down only this process.
+
+Protocol over one socket (multiprocessing.connection messages):
+  worker -> parent  ("ready", None)              once, after start-up
+  parent -> worker  (RunnerInput, rtol, atol)    one candidate;  None: exit
+  worker -> parent  ("first", seconds)           after the first (checked) call
+  worker -> parent  ("done", {RunnerResult fields})
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections import OrderedDict
+from multiprocessing.connection import Connection
+
+import numpy as np
+
+from ...runtime.error import RunError
+from ...runtime.module import Module
+from ...runtime.timer import timer_lib
+from ...tir import dtype as dt
+
+INT_SENTINEL = -0x5A5A5A5A  # fills integer outputs so unwritten elements show
+
+
+def make_args(args_info, seed: int) -> list:
+    """Arrays for one call: inputs drawn from default_rng(seed) in argument order (floats
+    uniform in [-1, 1), integers in [-8, 8), unsigned in [0, 8)); outputs filled with NaN
+    (floats) or a sentinel (integers) so elements the kernel never writes are caught."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for a in args_info:
+        np_dtype = np.dtype(dt.numpy_name(a.dtype))
+        shape = tuple(a.shape)
+        if a.written:
+            fill = np.nan if dt.is_float(a.dtype) else True if dt.is_bool(a.dtype) else \
+                np.array(INT_SENTINEL).astype(np_dtype)
+            arrays.append(np.full(shape, fill, dtype=np_dtype))
+        elif dt.is_float(a.dtype):
+            arrays.append(rng.uniform(-1.0, 1.0, shape).astype(np_dtype))
+        elif dt.is_bool(a.dtype):
+            arrays.append(rng.integers(0, 2, shape).astype(np_dtype))
+        else:
+            low = 0 if dt.kind(a.dtype) == "uint" else -8
+            arrays.append(rng.integers(low, 8, shape).astype(np_dtype))
+    return arrays
+
+
+def compare(name: str, out: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> str | None:
+    """None if `out` matches `ref`, else what is wrong. Floats: allclose with atol scaled by
+    max(1, max|ref|); NaN counts as wrong unless the reference is NaN there too. Integers and
+    booleans: exactly equal."""
+    o, r = out.astype(np.float64), ref.astype(np.float64)
+    if out.dtype.kind == "f":
+        finite = np.abs(r[np.isfinite(r)])
+        scale = max(1.0, float(finite.max())) if finite.size else 1.0
+        bad = ~np.isclose(o, r, rtol=rtol, atol=atol * scale) & ~(np.isnan(o) & np.isnan(r))
+    else:
+        bad = out != ref
+    n = int(bad.sum())
+    if n == 0:
+        return None
+    diff = np.abs(o[bad] - r[bad])
+    diff = diff[np.isfinite(diff)]
+    notes = [f"max abs difference {diff.max():.4g}"] if diff.size else []
+    nan = int(np.isnan(o[bad]).sum())
+    if nan:
+        notes.append(f"{nan} are NaN: never written?")
+    if out.dtype.kind in "iu":
+        unwritten = int((out == np.array(INT_SENTINEL).astype(out.dtype)).sum())
+        if unwritten:
+            notes.append(f"{unwritten} still hold the fill value: never written?")
+    return f"{n} of {out.size} elements of {name} differ from the reference ({'; '.join(notes)})"
+
+
+class Worker:
+    """State kept across candidates: the outputs of the last few references run."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.ref_outputs: OrderedDict = OrderedDict()  # ((artifact, symbol), seed, args) -> arrays
+
+    def reference_outputs(self, inp) -> list:
+        key = (inp.reference, inp.seed, tuple(inp.args_info))
+        if key not in self.ref_outputs:
+            artifact, symbol = inp.reference
+            ref = Module(artifact, symbol, inp.args_info, "")
+            ref.set_num_threads(self.threads(inp))
+            arrays = make_args(inp.args_info, inp.seed)
+            try:
+                ref(*arrays)
+            except RunError as e:
+                raise RunError(f"the reference {symbol} failed: {e}") from None
+            self.ref_outputs[key] = [x for x, a in zip(arrays, inp.args_info) if a.written]
+            while len(self.ref_outputs) > 4:
+                self.ref_outputs.popitem(last=False)
+        self.ref_outputs.move_to_end(key)
+        return self.ref_outputs[key]
+
+    @staticmethod
+    def threads(inp) -> int:
+        n = inp.config.num_threads
+        return n if n is not None else len(os.sched_getaffinity(0))
+
+    def measure(self, inp, rtol: float, atol: float) -> dict:
+        mod = Module(inp.artifact, inp.symbol, inp.args_info, "")
+        mod.set_num_threads(self.threads(inp))
+        arrays = make_args(inp.args_info, inp.seed)
+        ref = self.reference_outputs(inp) if inp.reference is not None else None
+        t0 = time.perf_counter()
+        mod(*arrays)  # warm-up, measured: decides the early abort
+        first = time.perf_counter() - t0
+        self.conn.send(("first", first))
+        if ref is not None:
+            outs = [(a.name, x) for x, a in zip(arrays, inp.args_info) if a.written]
+            for (name, out), expect in zip(outs, ref):
+                problem = compare(name, out, expect, rtol, atol)
+                if problem:
+                    return {"error_class": "wrong_result", "error_msg": problem}
+        if inp.abort_above_secs is not None and first > inp.abort_above_secs:
+            return {"run_secs": (first,), "aborted_early": True}
+        c = inp.config
+        prof = mod.time_evaluator(number=c.number, repeat=c.repeat, min_repeat_ms=c.min_repeat_ms,
+                                  enable_cpu_cache_flush=c.enable_cpu_cache_flush)(*arrays)
+        return {"run_secs": tuple(prof.results)}
+
+    def serve(self) -> None:
+        while True:
+            try:
+                req = self.conn.recv()
+            except (EOFError, OSError):
+                return
+            if req is None:
+                return
+            try:
+                reply = self.measure(*req)
+            except Exception as e:  # RunError, a library that will not load, ...
+                reply = {"error_class": "run_error", "error_msg": f"{type(e).__name__}: {e}"}
+            self.conn.send(("done", reply))
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """Exit when the tuner is gone, even while a kernel hangs (it runs without the GIL)."""
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent_pid:
+            os._exit(0)
+
+
+def main(fd: int, parent_pid: int) -> None:
+    """Entry point of the worker process: serve requests on the socket `fd`."""
+    conn = Connection(fd)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the tuner's to handle
+    threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
+    timer_lib()  # compile (or load) the timing library before the first deadline starts
+    conn.send(("ready", None))
+    Worker(conn).serve()

@@ -1,0 +1,10 @@
+"""Schedule rules: how a design space is made from a workload."""
+from .add_rfactor import AddRFactor
+from .auto_inline import AutoInline
+from .base import ScheduleRule
+from .multi_level_tiling import MultiLevelTiling
+from .parallel_vectorize_unroll import ParallelizeVectorizeUnroll
+from .random_compute_location import RandomComputeLocation
+
+__all__ = ["AddRFactor", "AutoInline", "MultiLevelTiling", "ParallelizeVectorizeUnroll",
+           "RandomComputeLocation", "ScheduleRule"]

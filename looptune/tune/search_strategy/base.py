@@ -1,0 +1,40 @@
+"""Search strategies propose the candidates to measure, batch by batch, and learn from the
+results. The task scheduler drives them: pre_tuning, then generate_measure_candidates /
+notify_runner_results until the strategy returns None, then post_tuning."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...schedule import Schedule
+from ..registry import Registry
+
+
+@dataclass(frozen=True, eq=False)
+class MeasureCandidate:
+    sch: Schedule      # the finished (postprocessed) schedule
+    sch_hash: str      # structural hash of sch.func, for de-duplication
+
+
+class SearchStrategy:
+    registry = Registry("search strategy")
+
+    @classmethod
+    def create(cls, spec="replay-trace", **kwargs) -> "SearchStrategy":
+        return cls.registry.create(spec, SearchStrategy, **kwargs)
+
+    def initialize_with_tune_context(self, context) -> None:
+        self.context = context
+
+    def pre_tuning(self, *, max_trials: int, num_trials_per_iter: int, design_spaces: list,
+                   database, seen: set) -> None:
+        """`seen`: structural hashes of schedules already measured (from the database)."""
+        raise NotImplementedError
+
+    def generate_measure_candidates(self) -> list | None:
+        raise NotImplementedError
+
+    def notify_runner_results(self, candidates: list, results: list) -> None:
+        pass
+
+    def post_tuning(self) -> None:
+        pass

@@ -1,0 +1,90 @@
+"""The task style of tuning: register a function that builds tensor expressions, make a Task
+of it with arguments, tune it, and apply or print its best schedule.
+
+    @register_workload
+    def matmul(n, m, k):
+        A = te.placeholder((n, k), name="A"); ...
+        return [A, B, C]
+
+    task = Task("matmul", (512, 512, 512), target="cpu")
+    task.tune(work_dir="work", max_trials=64)
+    mod = task.apply_best("work")
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from .. import te
+from ..target import Target
+from .database.base import Database
+from .tune import _database, compile_tir, tune_tir
+
+WORKLOADS: dict[str, Callable] = {}
+
+
+def register_workload(fn: Callable | None = None, *, name: str | None = None):
+    """Decorator: make `fn(*args) -> [inputs..., outputs...]` (te tensors) a named workload."""
+    def deco(f):
+        key = name or f.__name__
+        if key in WORKLOADS and WORKLOADS[key] is not f:
+            raise ValueError(f"workload {key!r} is already registered")
+        WORKLOADS[key] = f
+        return f
+    return deco(fn) if fn is not None else deco
+
+
+def get_workload(name: str) -> Callable:
+    try:
+        return WORKLOADS[name]
+    except KeyError:
+        raise KeyError(f"no workload {name!r} is registered; registered: "
+                       f"{', '.join(sorted(WORKLOADS)) or 'none'} (decorate a function with "
+                       "@register_workload)") from None
+
+
+class Task:
+    """A workload function with concrete arguments, for one target."""
+
+    def __init__(self, func, args=(), target="cpu", *, kwargs=None):
+        fn = get_workload(func) if isinstance(func, str) else func
+        if not callable(fn):
+            raise TypeError(f"Task needs a registered workload name or a function, got {func!r}")
+        self.fn = fn
+        self.args = tuple(args)
+        self.kwargs = dict(kwargs or {})
+        self.target = Target.create(target)
+        tensors = fn(*self.args, **self.kwargs)
+        if not isinstance(tensors, (list, tuple)) or not tensors:
+            raise TypeError(f"workload {fn.__name__} must return [inputs..., outputs...] as te "
+                            f"tensors, got {tensors!r}")
+        self.func = te.create_prim_func(list(tensors), name=fn.__name__)
+        shown = ", ".join([repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()])
+        self.name = f"{fn.__name__}({shown})"
+
+    def __repr__(self):
+        return f"Task({self.name}, target={self.target})"
+
+    def tune(self, work_dir=None, *, max_trials: int = 64, **kwargs) -> Database:
+        return tune_tir(self.func, self.target, work_dir, max_trials_global=max_trials,
+                        task_name=self.name, **kwargs)
+
+    def best_record(self, work_dir=None, *, database=None):
+        db = _database(database, work_dir)
+        recs = db.query_tuning_record(self.func, self.target, k=1)
+        return recs[0] if recs else None
+
+    def apply_best(self, work_dir=None, *, database=None, num_threads: int | None = None):
+        """The compiled module of the best (verified) record."""
+        return compile_tir(_database(database, work_dir), self.func, self.target,
+                           num_threads=num_threads)
+
+    def print_best(self, work_dir=None, *, database=None, file=None) -> None:
+        """Print the best record's latency and its trace as Python schedule code."""
+        import sys
+        out = file or sys.stdout
+        rec = self.best_record(work_dir, database=database)
+        if rec is None:
+            print(f"{self.name}: no successful record yet", file=out)
+            return
+        print(f"# {self.name}: best {rec.mean_secs * 1e3:.4f} ms on {rec.target}", file=out)
+        print(rec.trace.simplified().as_python(), file=out)

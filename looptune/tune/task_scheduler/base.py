@@ -1,0 +1,156 @@
+"""Task schedulers share one budget (trials or seconds) across tasks. The loop is here; a
+subclass only picks which task measures the next batch (`next_task_id`)."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+from ...runtime.compiler import compiler_version
+from ...runtime.module import ArgInfo
+from ...build import written_params
+from ..builder.base import BuilderInput
+from ..database.base import TuningRecord
+from ..progress import Progress
+from ..registry import Registry
+from ..runner.base import EvaluatorConfig, RunnerInput, RunnerResult
+
+
+@dataclass(eq=False)
+class TaskState:
+    context: object                  # TuneContext
+    weight: float = 1.0
+    workload: object = None
+    trials: int = 0                  # measured candidates, earlier runs included
+    failures: int = 0
+    best_secs: float = math.inf
+    done: bool = False
+    reference: tuple | None = None   # (artifact, symbol) of the unscheduled program
+    args_info: tuple = ()
+    measured: dict = field(default_factory=dict)  # source hash -> RunnerResult
+
+
+class TaskScheduler:
+    registry = Registry("task scheduler")
+
+    @classmethod
+    def create(cls, spec="round-robin", **kwargs) -> "TaskScheduler":
+        return cls.registry.create(spec, TaskScheduler, **kwargs)
+
+    def next_task_id(self) -> int:
+        """The task to measure next, or -1 when every task is done."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ the loop
+    def tune(self, contexts, *, task_weights=None, max_trials_global: int,
+             max_trials_per_task: int | None, num_trials_per_iter: int, builder, runner,
+             database, evaluator: EvaluatorConfig, max_time_s: float | None = None,
+             check_correctness: bool = True, abort_ratio: float = 3.0,
+             progress: bool = True, measure_callbacks=()) -> list:
+        """Tune every task until its trials, the global trials or the time run out. Every
+        measurement is committed as soon as it is made. Returns the task states."""
+        weights = task_weights or [1.0] * len(contexts)
+        self.tasks = [TaskState(c, w) for c, w in zip(contexts, weights)]
+        self.max_trials_global = max_trials_global
+        self.start = time.time()
+        self.max_time_s = max_time_s
+        per_task = max_trials_per_task or max_trials_global
+        self.progress = Progress(max_trials_global, max_time_s, enabled=progress)
+        for t in self.tasks:
+            self._prepare(t, database, builder, per_task, num_trials_per_iter, check_correctness)
+        try:
+            while not self._out_of_budget():
+                tid = self.next_task_id()
+                if tid < 0:
+                    break
+                task = self.tasks[tid]
+                cands = task.context.search_strategy.generate_measure_candidates()
+                if not cands:
+                    task.done = True
+                    continue
+                results = self._measure(task, cands, builder, runner, database, evaluator,
+                                        abort_ratio)
+                task.context.search_strategy.notify_runner_results(cands, results)
+                for cb in measure_callbacks:
+                    cb(task, cands, results)
+        finally:
+            self.progress.close()
+            for t in self.tasks:
+                t.context.search_strategy.post_tuning()
+        return self.tasks
+
+    def total_trials(self) -> int:
+        return sum(t.trials for t in self.tasks)
+
+    def _out_of_budget(self) -> bool:
+        if self.total_trials() >= self.max_trials_global:
+            return True
+        return self.max_time_s is not None and time.time() - self.start >= self.max_time_s
+
+    def _prepare(self, t: TaskState, database, builder, per_task, per_iter, check):
+        ctx = t.context
+        t.workload = database.commit_workload(ctx.func)
+        done = database.records_of(t.workload, ctx.target)
+        t.trials = len(done)
+        t.failures = sum(not r.ok for r in done)
+        t.best_secs = min((r.mean_secs for r in done), default=math.inf)
+        written = written_params(ctx.func)
+        t.args_info = tuple(ArgInfo(b.name, b.shape, b.dtype, b in written) for b in ctx.func.params)
+        seen = {r.sch_hash for r in done if r.sch_hash}
+        spaces = ctx.generate_design_space()
+        ctx.search_strategy.pre_tuning(max_trials=max(0, per_task - t.trials),
+                                       num_trials_per_iter=per_iter, design_spaces=spaces,
+                                       database=database, seen=seen)
+        if check:
+            ref = builder.build([BuilderInput(ctx.func, ctx.target, {"trace": "unscheduled"})])[0]
+            if not ref.ok:
+                raise RuntimeError(f"the unscheduled {ctx.task_name} does not build: {ref.error_msg}")
+            t.reference = (ref.artifact, ref.symbol)
+
+    def _measure(self, task: TaskState, cands, builder, runner, database, evaluator,
+                 abort_ratio) -> list:
+        ctx = task.context
+        meta = {"workload": task.workload.key}
+        built = builder.build([BuilderInput(c.sch.func, ctx.target,
+                                            {**meta, "trace": f"{len(c.sch.trace)} instructions"})
+                               for c in cands])
+        results = []
+        for cand, b in zip(cands, built):
+            if self._out_of_budget():
+                break
+            if not b.ok:
+                res = RunnerResult(None, b.error_class, b.error_msg)
+            elif b.source_hash in task.measured:  # an identical binary: measured once
+                res = task.measured[b.source_hash]
+            else:
+                abort = task.best_secs * abort_ratio if math.isfinite(task.best_secs) else None
+                res = runner.run([RunnerInput(b.artifact, b.symbol, task.args_info, evaluator,
+                                              seed=ctx.seed, reference=task.reference,
+                                              abort_above_secs=abort)])[0]
+                task.measured[b.source_hash] = res
+            record = TuningRecord(
+                workload=task.workload, trace=cand.sch.trace, run_secs=res.run_secs,
+                target=ctx.target, args_info=task.args_info,
+                measure={**evaluator.to_json(), "compiler": compiler_version_safe(),
+                         "aborted_early": res.aborted_early, "source_hash": b.source_hash},
+                error_class=res.error_class, error_msg=res.error_msg, sch_hash=cand.sch_hash)
+            database.commit_tuning_record(record)
+            task.trials += 1
+            if record.ok:
+                task.best_secs = min(task.best_secs, record.mean_secs)
+            else:
+                task.failures += 1
+            results.append(res)
+            self.progress.update(task=ctx.task_name, done=self.total_trials(),
+                                 best_secs=task.best_secs if math.isfinite(task.best_secs) else None,
+                                 flops=ctx.flops, failures=sum(t.failures for t in self.tasks))
+        return results
+
+
+def compiler_version_safe() -> str:
+    try:
+        from ... import env
+        return compiler_version(env.cc())
+    except Exception:  # noqa: BLE001 - provenance only; never fails a measurement
+        return "unknown"
+

@@ -1,0 +1,162 @@
+"""The entry points: tune functions (tune_tir, tune_tasks) and compile them with their best
+records (compile_tir)."""
+from __future__ import annotations
+
+import copy
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from ..build import build
+from ..schedule import Schedule, ScheduleError
+from ..target import Target
+from ..tir.func import PrimFunc
+from .builder.base import Builder
+from .context import TuneContext
+from .database.base import Database
+from .runner.base import EvaluatorConfig, Runner
+from .task_scheduler.base import TaskScheduler
+
+
+class NoTuningRecordError(LookupError):
+    """compile_tir found no usable record: never a silent fallback to an untuned kernel."""
+
+
+def _database(database, work_dir) -> Database:
+    """A database instance: the one given, a named one (kept in work_dir), or by default an
+    SQLite database in work_dir."""
+    if isinstance(database, Database):
+        return database
+    name = database or "sqlite"
+    if name in ("json", "sqlite"):
+        if work_dir is None:
+            raise ValueError("pass work_dir= (tuning results are kept there, in an SQLite "
+                             "database by default) or database=")
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+        return Database.create(name, work_dir=str(work_dir))
+    return Database.create(name)
+
+
+def tune_tasks(tasks, *, work_dir=None, max_trials_global: int, num_trials_per_iter: int = 64,
+               max_trials_per_task: int | None = None, max_time_s: float | None = None,
+               task_weights=None, builder="local", runner="local", database=None,
+               task_scheduler="round-robin", evaluator: EvaluatorConfig | None = None,
+               check_correctness: bool = True, progress: bool = True,
+               measure_callbacks=()) -> Database:
+    """Tune TuneContexts under one budget; returns the database holding every record.
+    Re-running with the same work_dir resumes: earlier records count toward the budget and
+    are not measured again."""
+    if max_trials_global < 1:
+        raise ValueError("max_trials_global must be at least 1")
+    database = _database(database, work_dir)
+    builder = Builder.create(builder)
+    runner = Runner.create(runner)
+    scheduler = TaskScheduler.create(task_scheduler)
+    try:
+        scheduler.tune(list(tasks), task_weights=task_weights,
+                       max_trials_global=max_trials_global,
+                       max_trials_per_task=max_trials_per_task,
+                       num_trials_per_iter=num_trials_per_iter, builder=builder, runner=runner,
+                       database=database, evaluator=evaluator or EvaluatorConfig(),
+                       max_time_s=max_time_s, check_correctness=check_correctness,
+                       progress=progress, measure_callbacks=measure_callbacks)
+    finally:
+        runner.close()
+    database.last_tasks = scheduler.tasks
+    return database
+
+
+def tune_tir(mod_or_func, target="cpu", work_dir=None, *, max_trials_global: int,
+             num_trials_per_iter: int = 64, max_trials_per_task: int | None = None,
+             max_time_s: float | None = None, seed: int | None = None,
+             space="post-order-apply", strategy="replay-trace", task_name: str | None = None,
+             **kwargs) -> Database:
+    """Tune one PrimFunc, or several (a list or a {name: PrimFunc} dict) as separate tasks.
+    `seed` makes the run reproducible; the rest is passed to tune_tasks."""
+    if isinstance(mod_or_func, PrimFunc):
+        funcs = {task_name or mod_or_func.name: mod_or_func}
+    elif isinstance(mod_or_func, dict):
+        funcs = dict(mod_or_func)
+    elif isinstance(mod_or_func, (list, tuple)):
+        funcs = {getattr(f, "name", str(i)): f for i, f in enumerate(mod_or_func)}
+    else:
+        funcs = {}
+    if not funcs or not all(isinstance(f, PrimFunc) for f in funcs.values()):
+        raise TypeError(f"tune_tir needs a PrimFunc (te.create_prim_func) or a list/dict of "
+                        f"them, got {type(mod_or_func).__name__}")
+    target = Target.create(target)
+    contexts = []
+    for i, (name, f) in enumerate(funcs.items()):
+        one = len(funcs) == 1
+        contexts.append(TuneContext(
+            f, target, space if one or isinstance(space, str) else copy.deepcopy(space),
+            strategy if one or isinstance(strategy, str) else copy.deepcopy(strategy),
+            task_name=name, seed=None if seed is None else seed + i))
+    return tune_tasks(contexts, work_dir=work_dir, max_trials_global=max_trials_global,
+                      num_trials_per_iter=num_trials_per_iter,
+                      max_trials_per_task=max_trials_per_task, max_time_s=max_time_s, **kwargs)
+
+
+def random_args(args_info, rng) -> list:
+    """Arrays for a kernel's arguments: random inputs, NaN-filled (or zero) outputs."""
+    out = []
+    for info in args_info:
+        floating = "float" in info.dtype
+        if info.written:
+            out.append(np.full(info.shape, np.nan if floating else 0, info.dtype))
+        elif floating:
+            out.append(rng.uniform(-1, 1, info.shape).astype(info.dtype))
+        else:
+            out.append(rng.integers(-8, 8, info.shape).astype(info.dtype))
+    return out
+
+
+def verify(mod, func: PrimFunc, *, seed: int = 0, rtol: float = 1e-3, atol: float = 1e-3) -> bool:
+    """Does `mod` compute what the unscheduled `func` computes, on random inputs?"""
+    want = random_args(mod.args, np.random.default_rng(seed))
+    got = [a.copy() for a in want]
+    build(func)(*want)
+    mod(*got)
+    for info, a, b in zip(mod.args, want, got):
+        if info.written:
+            scale = max(1.0, float(np.nanmax(np.abs(a)))) if a.size else 1.0
+            if not np.allclose(b, a, rtol=rtol, atol=atol * scale):
+                return False
+    return True
+
+
+def compile_tir(database: Database, func: PrimFunc, target="cpu", *, check: bool = True,
+                num_threads: int | None = None):
+    """Build func with its best record (checked against the unscheduled program first;
+    a record that fails to replay or computes a wrong result is reported and skipped).
+    Raises NoTuningRecordError when there is none - build(func) compiles it untuned."""
+    target = Target.create(target)
+    if not database.has_workload(func):
+        raise NoTuningRecordError(
+            f"no tuning record for {func.name} (workload {database.key_of(func)}): it was "
+            "never tuned with this database. Tune it first (looptune tune / tune_tir), or "
+            "build it untuned with looptune.build(func)")
+    records = database.query_tuning_record(func, target, k=16)
+    if not records:
+        raise NoTuningRecordError(
+            f"{func.name} (workload {database.key_of(func)}) has no successful record for "
+            f"target {target.key()}; tune it on this target first")
+    for rec in records:
+        sch = Schedule(func, seed=0)
+        try:
+            rec.trace.apply_to_schedule(sch, lenient=database.module_equality == "anchor-block")
+        except ScheduleError as e:
+            warnings.warn(f"{func.name}: a record ({rec.mean_secs * 1e3:.3f} ms) no longer "
+                          f"replays and is skipped: {e}")
+            continue
+        mod = build(sch, target, num_threads=num_threads)
+        if check and not verify(mod, func):
+            warnings.warn(f"{func.name}: a record ({rec.mean_secs * 1e3:.3f} ms) computes a "
+                          "wrong result and is skipped")
+            continue
+        mod.record = rec
+        mod.schedule = sch
+        return mod
+    raise NoTuningRecordError(f"none of the {len(records)} best records of {func.name} "
+                              "replays and verifies; re-tune it")

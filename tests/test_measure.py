@@ -1,0 +1,360 @@
+"""The measurement layer: parallel builds with classified failures, and a runner whose
+worker survives kernels that crash, hang, compute wrong results or leave outputs unwritten."""
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import looptune as lt
+from looptune import te
+from looptune.build import written_params
+from looptune.runtime import ArgInfo, compile_shared
+from looptune.runtime.module import Module
+from looptune.target import host
+from looptune.tune.builder import Builder, BuilderInput, LocalBuilder
+from looptune.tune.builder import local as builder_local
+from looptune.tune.runner import EvaluatorConfig, LocalRunner, Runner, RunnerInput
+from looptune.tune.runner.worker import make_args
+
+pytestmark = pytest.mark.cc
+
+FAST = EvaluatorConfig(number=1, repeat=3, min_repeat_ms=1.0, num_threads=1)
+
+
+def matmul(n=32, name="mm"):
+    A = te.placeholder((n, n), name="A")
+    B = te.placeholder((n, n), name="B")
+    k = te.reduce_axis((0, n), name="k")
+    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return te.create_prim_func([A, B, C], name=name)
+
+
+def add(n=1000, name="add"):
+    A = te.placeholder((n,), name="A")
+    B = te.placeholder((n,), name="B")
+    C = te.compute((n,), lambda i: A[i] + B[i], name="C")
+    return te.create_prim_func([A, B, C], name=name)
+
+
+def tiled(func):
+    sch = lt.Schedule(func)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    io, ii = sch.split(i, [None, 4])
+    jo, ji = sch.split(j, [None, 8])
+    sch.reorder(io, jo, k, ii, ji)
+    sch.parallel(io)
+    sch.vectorize(ji)
+    return sch
+
+
+def args_info(func) -> tuple:
+    w = written_params(func)
+    return tuple(ArgInfo(b.name, b.shape, b.dtype, b in w) for b in func.params)
+
+
+def runner_input(mod: Module, ref: Module | None = None, **kw) -> RunnerInput:
+    kw.setdefault("config", FAST)
+    return RunnerInput(artifact=str(mod.lib_path), symbol=mod.symbol, args_info=tuple(mod.args),
+                       reference=(str(ref.lib_path), ref.symbol) if ref else None, **kw)
+
+
+def patched(mod: Module, tag: str, *, at_start: str = "", before_return: str = "",
+            replace: tuple = ()) -> RunnerInput:
+    """A faulty copy of `mod`: its C source edited, compiled, as a RunnerInput."""
+    src = mod.source
+    head = src.index(f"int32_t {mod.symbol}(")
+    body = src.index("{\n", head) + 2
+    ret = src.index("  return 0;\n}", body)
+    kernel = src[body:ret]
+    for old, new in replace:
+        assert old in kernel, old
+        kernel = kernel.replace(old, new, 1)
+    src = src[:body] + at_start + kernel + before_return + src[ret:]
+    src = f"// faulty: {tag}\n" + src
+    path = compile_shared(src, name=f"faulty_{tag}")
+    return RunnerInput(artifact=str(path), symbol=mod.symbol, args_info=tuple(mod.args),
+                       config=FAST)
+
+
+@pytest.fixture(scope="module")
+def mm():
+    """(unscheduled module = the reference, tiled parallel module) of a 32x32 matmul."""
+    f = matmul()
+    return lt.build(f), lt.build(tiled(f))
+
+
+@pytest.fixture(scope="module")
+def runner():
+    with LocalRunner(timeout_s=3.0) as r:
+        yield r
+
+
+def gone(pid: int) -> bool:
+    """No such process, or a zombie that is not ours to reap (it was orphaned, and the
+    container's init may not reap orphans)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state, ppid = f.read().rsplit(")", 1)[1].split()[:2]
+    except FileNotFoundError:
+        return True
+    return state == "Z" and int(ppid) != os.getpid()
+
+
+# ---- builder ----
+
+def test_builder_builds_in_parallel_in_order_and_artifacts_load():
+    funcs = [matmul(name="mm_plain"), tiled(matmul(name="mm_tiled")).func, add(name="add_vec")]
+    inputs = [BuilderInput(f, host()) for f in funcs]
+    builder = Builder.create("local", max_workers=3)
+    assert isinstance(builder, LocalBuilder)
+    results = builder.build(inputs)
+    assert [r.symbol for r in results] == ["mm_plain_kernel", "mm_tiled_kernel", "add_vec_kernel"]
+    rng = np.random.default_rng(0)
+    for inp, f, r in zip(inputs, funcs, results):
+        assert r.ok and r.build_secs > 0, r.error_msg
+        assert r.source_hash == hashlib.sha256(builder.render(inp)[1].encode()).hexdigest()
+        mod = Module(r.artifact, r.symbol, args_info(f), "")
+        arrays = [rng.uniform(-1, 1, a.shape).astype("float32") for a in mod.args]
+        mod(*arrays)
+        a, b, c = arrays
+        np.testing.assert_allclose(c, a @ b if c.ndim == 2 else a + b, rtol=1e-4, atol=1e-4)
+
+
+def test_identical_sources_compile_once(monkeypatch):
+    calls = []
+
+    def counting(source, **kw):
+        calls.append(kw["name"])
+        assert threading.current_thread().name.startswith("looptune-build")
+        return compile_shared(source, **kw)
+
+    monkeypatch.setattr(builder_local, "compile_shared", counting)
+    x, y = BuilderInput(matmul(name="same"), host()), BuilderInput(add(name="other"), host())
+    again = BuilderInput(matmul(name="same"), host())  # equal function, equal source
+    results = LocalBuilder().build([x, y, x, again])
+    assert sorted(calls) == ["other", "same"]
+    assert all(r.ok for r in results)
+    assert results[0].artifact == results[2].artifact == results[3].artifact != results[1].artifact
+    assert results[0].source_hash == results[3].source_hash != results[1].source_hash
+
+
+class BrokenBuilder(LocalBuilder):
+    def render(self, inp):
+        symbol, source = super().render(inp)
+        if inp.meta.get("fault") == "syntax":
+            return symbol, source.replace("return 0;", "return 0 +;", 1)
+        if inp.meta.get("fault") == "slow":
+            body = "\n".join(f"  x = x * 1.0001f + {i}.0f;" for i in range(40000))
+            return symbol, source + f"float slow(float x) {{\n{body}\n  return x;\n}}\n"
+        if inp.meta.get("fault") == "raise":
+            raise ValueError("no rule to lower this loop")
+        if inp.meta.get("fault") == "interrupt":
+            raise KeyboardInterrupt
+        return symbol, source
+
+
+def test_build_failures_are_classified_and_the_rest_still_builds():
+    f = add(name="faulty_build")
+    good = BuilderInput(f, host())
+    broken = BuilderInput(f, host(), meta={"fault": "syntax"})
+    raising = BuilderInput(f, host(), meta={"fault": "raise"})
+    r_broken, r_good, r_raise = BrokenBuilder().build([broken, good, raising])
+    assert r_good.ok
+    assert r_broken.error_class == "build_error" and r_broken.artifact is None
+    assert "the C compiler failed" in r_broken.error_msg and "error" in r_broken.error_msg
+    assert "source: " in r_broken.error_msg and ".c" in r_broken.error_msg
+    assert r_raise.error_class == "build_error"
+    assert "ValueError: no rule to lower this loop" in r_raise.error_msg
+    with pytest.raises(KeyboardInterrupt):
+        BrokenBuilder().build([good, BuilderInput(f, host(), meta={"fault": "interrupt"})])
+
+
+def test_slow_compile_is_a_build_timeout():
+    slow = BuilderInput(add(name="slow_build"), host(), meta={"fault": "slow"})
+    t0 = time.perf_counter()
+    (r,) = BrokenBuilder(timeout_s=0.1).build([slow])
+    assert r.error_class == "build_timeout", r.error_msg
+    assert "longer than 0.1 s" in r.error_msg
+    assert time.perf_counter() - t0 < 10
+
+
+# ---- runner ----
+
+def test_correct_kernel_is_measured(runner, mm):
+    ref, tuned = mm
+    assert isinstance(Runner.create("local"), LocalRunner)
+    cfg = EvaluatorConfig(number=2, repeat=4, min_repeat_ms=2.0, enable_cpu_cache_flush=True,
+                          num_threads=1)
+    (r,) = runner.run([runner_input(tuned, ref, config=cfg)])
+    assert r.ok and not r.aborted_early, r.error_msg
+    assert len(r.run_secs) == 4 and all(t > 0 for t in r.run_secs)
+
+
+def test_failing_kernels_are_classified_and_the_next_one_still_runs(runner, mm):
+    ref, tuned = mm
+    reference = (str(ref.lib_path), ref.symbol)
+    bad = {
+        "segv": patched(tuned, "segv", at_start="  *(volatile int*)0 = 0;\n"),
+        "hang": patched(tuned, "hang", at_start="  for (volatile int z = 0;; ) { z++; }\n"),
+        "wrong": patched(tuned, "wrong", before_return="  C[5] += 1.0f;\n"),
+        "unwritten": patched(ref, "unwritten", replace=(("i < 32", "i < 30"),)),
+        "status": patched(tuned, "status", at_start="  if (A) return 3;\n"),
+    }
+    batch = []
+    for case in bad.values():
+        batch += [replace(case, reference=reference),
+                  runner_input(tuned, ref)]
+    pid_before = runner._live_worker().proc.pid
+    results = runner.run(batch)
+    failures = dict(zip(bad, results[0::2]))
+    for name, r in zip(bad, results[1::2]):
+        assert r.ok and len(r.run_secs) == FAST.repeat, (name, r)
+    assert failures["segv"].error_class == "run_error"
+    assert "the kernel crashed (signal SIGSEGV)" in failures["segv"].error_msg
+    assert failures["hang"].error_class == "run_timeout"
+    assert "no result within 3 s" in failures["hang"].error_msg
+    assert failures["wrong"].error_class == "wrong_result"
+    assert "1 of 1024 elements of C differ" in failures["wrong"].error_msg
+    assert "max abs difference 1" in failures["wrong"].error_msg
+    assert failures["unwritten"].error_class == "wrong_result"
+    assert "64 of 1024 elements of C differ" in failures["unwritten"].error_msg
+    assert "64 are NaN: never written?" in failures["unwritten"].error_msg
+    assert failures["status"].error_class == "run_error"
+    assert "failed with status 3" in failures["status"].error_msg
+    assert all(r.run_secs is None for r in failures.values())
+    assert gone(pid_before)  # the crashed worker was reaped
+
+
+def test_early_abort_times_one_call_only(runner, mm):
+    ref, tuned = mm
+    slow_cfg = EvaluatorConfig(number=1, repeat=50, min_repeat_ms=100.0)  # 5 s if not aborted
+    t0 = time.perf_counter()
+    (r, kept) = runner.run([runner_input(tuned, ref, config=slow_cfg, abort_above_secs=1e-9),
+                            runner_input(tuned, ref, abort_above_secs=10.0)])
+    assert r.ok and r.aborted_early and len(r.run_secs) == 1 and r.run_secs[0] > 0
+    assert time.perf_counter() - t0 < 3
+    assert kept.ok and not kept.aborted_early and len(kept.run_secs) == FAST.repeat
+
+
+def test_inputs_depend_only_on_the_seed(runner, mm):
+    ref, tuned = mm
+    info = tuple(tuned.args)
+    a1, a2, b = make_args(info, 7), make_args(info, 7), make_args(info, 8)
+    for x, y in zip(a1, a2):
+        np.testing.assert_array_equal(x, y)  # NaN == NaN here
+    assert not np.array_equal(a1[0], b[0])
+    assert np.isnan(a1[2]).all() and np.abs(a1[0]).max() <= 1
+    # the reference is cached per seed: a stale one would fail the second and third checks
+    results = runner.run([runner_input(tuned, ref, seed=s) for s in (1, 2, 1)])
+    assert all(r.ok for r in results), results
+
+
+def threads_kernel(value: str, tag: str) -> RunnerInput:
+    """Writes `value` (C, may use the thread count `n` of its parallel region) to out[0]."""
+    src = textwrap.dedent(f"""\
+        #include <stdint.h>
+        #include <omp.h>
+        // {tag}
+        static int lt_num_threads = 0;
+        void lt_set_num_threads(int n) {{ lt_num_threads = n; }}
+        int32_t nthreads_packed(void** args) {{
+          int32_t* out = (int32_t*)args[0];
+          int want = lt_num_threads > 0 ? lt_num_threads : omp_get_max_threads();
+          #pragma omp parallel num_threads(want)
+          {{ int n = omp_get_num_threads(); if (omp_get_thread_num() == 0) out[0] = {value}; }}
+          return 0;
+        }}
+        """)
+    path = compile_shared(src, name=f"nthreads_{tag}")
+    return RunnerInput(artifact=str(path), symbol="nthreads", config=FAST,
+                       args_info=(ArgInfo("out", (1,), "int32", True),))
+
+
+@pytest.mark.parametrize("threads", [1, 2, None])
+def test_num_threads_is_respected(runner, mm, threads):
+    ref, tuned = mm
+    cfg = EvaluatorConfig(number=1, repeat=2, min_repeat_ms=1.0, num_threads=threads)
+    (r,) = runner.run([runner_input(tuned, ref, config=cfg)])
+    assert r.ok, r.error_msg
+    want = threads or len(os.sched_getaffinity(0))
+    counter = threads_kernel("n", "count")
+    expect = threads_kernel(str(want), f"const{want}")
+    results = runner.run([replace(counter, config=cfg, reference=(expect.artifact, "nthreads"))])
+    assert results[0].ok, results[0].error_msg
+    if want != 1:  # the same kernel is wrong against a reference that expects 1 thread
+        one = threads_kernel("1", "const1")
+        (r,) = runner.run([replace(counter, config=cfg, reference=(one.artifact, "nthreads"))])
+        assert r.error_class == "wrong_result"
+        assert "1 of 1 elements of out differ" in r.error_msg, r.error_msg
+
+
+def test_close_leaves_no_child_process(mm):
+    ref, tuned = mm
+    with LocalRunner() as r:
+        assert r.run([runner_input(tuned, ref)])[0].ok
+        pid = r._worker.proc.pid
+        r.close()
+        assert gone(pid)
+        assert r.run([runner_input(tuned)])[0].ok  # a closed runner starts a new worker
+        pid = r._worker.proc.pid
+    assert gone(pid) and r._worker is None
+
+
+def _worker_of_script(body: str, tmp_path) -> tuple[int, int]:
+    """Run `body` in a fresh interpreter; (its exit code, the worker pid it printed). Output
+    goes to a file, not a pipe, so a leaked worker cannot keep us waiting for EOF."""
+    log = tmp_path / "script.log"
+    with open(log, "w") as f:
+        rc = subprocess.run([sys.executable, "-c", textwrap.dedent(body)], stdout=f,
+                            stderr=subprocess.STDOUT, timeout=60).returncode
+    text = log.read_text()
+    assert text.split() and text.split()[0].isdigit(), text
+    return rc, int(text.split()[0])
+
+
+def _assert_gone_soon(pid: int, secs: float = 10.0) -> None:
+    deadline = time.monotonic() + secs
+    while not gone(pid):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)  # clean up before failing
+            pytest.fail(f"worker {pid} outlived its tuner")
+        time.sleep(0.1)
+
+
+def test_no_worker_outlives_the_interpreter(mm, tmp_path):
+    ref, tuned = mm
+    hang = patched(tuned, "hang_orphan", at_start="  for (volatile int z = 0;; ) { z++; }\n")
+    common = f"""
+        import os, signal, time
+        from looptune.runtime import ArgInfo
+        from looptune.tune.runner import LocalRunner, RunnerInput, EvaluatorConfig
+        info = tuple(ArgInfo(n, (32, 32), "float32", n == "C") for n in "ABC")
+        good = RunnerInput({str(tuned.lib_path)!r}, {tuned.symbol!r}, info, EvaluatorConfig())
+        hang = RunnerInput({hang.artifact!r}, {tuned.symbol!r}, info, EvaluatorConfig())
+        r = LocalRunner(timeout_s=60)
+        assert r.run([good])[0].ok
+        print(r._worker.proc.pid, flush=True)
+        """
+    # a normal exit without close()
+    rc, pid = _worker_of_script(common, tmp_path)
+    assert rc == 0
+    _assert_gone_soon(pid)
+    # the tuner killed while its worker runs a kernel that never returns
+    rc, pid = _worker_of_script(common + """
+        import threading
+        threading.Thread(target=r.run, args=([hang],), daemon=True).start()
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """, tmp_path)
+    assert rc == -signal.SIGKILL
+    _assert_gone_soon(pid)

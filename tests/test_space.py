@@ -1,0 +1,149 @@
+"""Design spaces from the schedule rules: the expected sketch structure for matmul, conv2d,
+dense, softmax, layer_norm and a row sum; every sampled schedule is correct; users can plug in
+their own rules and postprocessors."""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from looptune import te
+from looptune.codegen import lower
+from looptune.schedule import ScheduleError
+from looptune.te.ops import workload
+from looptune.tir import interpreter
+from looptune.tune import Postproc, ScheduleRule, TuneContext
+from looptune.tune.search_strategy.replay_trace import sample_from
+from looptune.tune.space_generator import PostOrderApply
+
+
+def context(name, seed=0, **shape):
+    tensors, ref, _ = workload(name, **shape)
+    return TuneContext(te.create_prim_func(tensors), seed=seed), tensors, ref
+
+
+def kinds(sch) -> Counter:
+    return Counter(i.kind.name for i in sch.trace.insts)
+
+
+def tile_ns(sch) -> list:
+    return [i.attrs[0] for i in sch.trace.insts if i.kind.name == "SamplePerfectTile"]
+
+
+def check_samples(ctx, tensors, ref, n=6):
+    rng = np.random.default_rng(1)
+    ins = [rng.uniform(-1, 1, t.shape).astype(t.dtype) for t in tensors[:-1]]
+    want = ref(*ins)
+    spaces = ctx.generate_design_space()
+    got_any = 0
+    for s in range(n):
+        cand = sample_from(spaces[s % len(spaces)], ctx.func, s, ctx.postprocs)
+        if cand is None:
+            continue
+        got_any += 1
+        out = np.full(tensors[-1].shape, np.nan, "float32")
+        interpreter.run(lower(cand.sch.func, vectorize=False), *ins, out)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(cand.sch.trace))
+    assert got_any >= n // 2
+
+
+def test_matmul_space_is_ssrsrs_tiling_with_a_local_accumulator():
+    ctx, tensors, ref = context("matmul", M=16, N=24, K=12)
+    spaces = ctx.generate_design_space()
+    assert len(spaces) == 2  # write-back at tiling level 1 or 2
+    for sch in spaces:
+        k = kinds(sch)
+        assert tile_ns(sch) == [4, 4, 2]
+        assert k["Split"] == 3 and k["Reorder"] == 1
+        assert k["CacheWrite"] == 1 and k["ReverseComputeAt"] == 1
+        assert k["SampleCategorical"] == 1  # the unroll depth
+        root_ann = dict(sch.get(sch.get_block("root")).annotations)
+        assert root_ann["meta_schedule.parallel"] == 16 * ctx.target.cores
+    levels = {sch.trace.insts[[i.kind.name for i in sch.trace.insts].index("ReverseComputeAt")]
+              .inputs[1] for sch in spaces}
+    assert len(levels) == 2
+    check_samples(ctx, tensors, ref)
+
+
+def test_dense_fuses_the_epilogue_instead_of_caching():
+    ctx, tensors, ref = context("dense", batch=4, in_features=20, out_features=24)
+    for sch in ctx.generate_design_space():
+        k = kinds(sch)
+        assert k["CacheWrite"] == 0 and k["ReverseComputeAt"] == 1
+    check_samples(ctx, tensors, ref)
+
+
+def test_conv2d_space_tiles_seven_loops_and_places_the_padding():
+    ctx, tensors, ref = context("conv2d", C=4, H=8, W=8, K=8)
+    for sch in ctx.generate_design_space():
+        assert tile_ns(sch) == [4, 4, 4, 4, 2, 2, 2]
+        k = kinds(sch)
+        assert k["SampleComputeLocation"] == 1 and k["ComputeAt"] == 1
+        assert k["ComputeInline"] == 0  # padding has a condition: not inlined
+    check_samples(ctx, tensors, ref)
+
+
+@pytest.mark.parametrize("name,shape", [("softmax", dict(M=6, N=10)),
+                                        ("layer_norm", dict(M=5, N=12))])
+def test_row_stages_get_compute_locations(name, shape):
+    ctx, tensors, ref = context(name, **shape)
+    spaces = ctx.generate_design_space()
+    for sch in spaces:
+        k = kinds(sch)
+        assert "'SSRSRS'" not in str(sch.trace)  # no data reuse: no multi-level tiling
+        assert k["SampleComputeLocation"] >= 1
+    check_samples(ctx, tensors, ref)
+
+
+def test_small_reductions_get_rfactor_variants():
+    ctx, tensors, ref = context("reduce_sum", M=2, N=64)
+    spaces = ctx.generate_design_space()
+    assert len(spaces) == 3
+    assert sum(kinds(s)["RFactor"] for s in spaces) == 2
+    check_samples(ctx, tensors, ref)
+
+
+def test_a_custom_rule_changes_the_space():
+    @ScheduleRule.registry.register("test-split-every-loop-in-two")
+    class SplitInTwo(ScheduleRule):
+        def apply(self, sch, block):
+            if sch.get(block).name == "root":
+                return [sch]
+            out = [sch]
+            s2 = sch.copy()
+            for loop in s2.get_loops(block):
+                try:
+                    s2.split(loop, [None, 2])
+                except ScheduleError:
+                    pass
+            out.append(s2)
+            return out
+
+    tensors, _, _ = workload("relu", N=1, C=2, H=4, W=6)
+    func = te.create_prim_func(tensors)
+    base = TuneContext(func, seed=0).generate_design_space()
+    ctx = TuneContext(func, seed=0, space_generator=PostOrderApply(
+        sch_rules=["auto-inline", "test-split-every-loop-in-two", "parallel-vectorize-unroll"]))
+    spaces = ctx.generate_design_space()
+    assert len(spaces) == 2 * len(base)
+    assert any(kinds(s)["Split"] == 4 for s in spaces)
+
+
+def test_a_custom_postproc_can_reject_everything():
+    @Postproc.registry.register("test-reject-all")
+    class RejectAll(Postproc):
+        def apply(self, sch):
+            return False
+
+    tensors, _, _ = workload("relu", N=1, C=2, H=4, W=6)
+    ctx = TuneContext(te.create_prim_func(tensors), seed=0,
+                      space_generator=PostOrderApply(postprocs=["test-reject-all"]))
+    space = ctx.generate_design_space()[0]
+    assert sample_from(space, ctx.func, 0, ctx.postprocs) is None
+
+
+def test_unknown_rule_names_are_clear_errors():
+    with pytest.raises(ValueError, match="unknown schedule rule 'no-such-rule'; registered:"):
+        TuneContext(te.create_prim_func(workload("relu")[0]),
+                    space_generator=PostOrderApply(sch_rules=["no-such-rule"]))
