@@ -147,3 +147,15 @@ def test_unknown_rule_names_are_clear_errors():
     with pytest.raises(ValueError, match="unknown schedule rule 'no-such-rule'; registered:"):
         TuneContext(te.create_prim_func(workload("relu")[0]),
                     space_generator=PostOrderApply(sch_rules=["no-such-rule"]))
+
+
+def test_multi_level_tiling_read_caches():
+    tensors, ref, _ = workload("matmul", M=16, N=24, K=12)
+    from looptune.tune.schedule_rule import MultiLevelTiling
+    rules = ["auto-inline", MultiLevelTiling(read_levels=(1,)), "parallel-vectorize-unroll"]
+    ctx = TuneContext(te.create_prim_func(tensors), seed=0,
+                      space_generator=PostOrderApply(sch_rules=rules))
+    for sch in ctx.generate_design_space():
+        k = kinds(sch)
+        assert k["CacheRead"] == 2 and k["ComputeAt"] == 2  # A and B copied per k tile
+    check_samples(ctx, tensors, ref)

@@ -14,6 +14,7 @@ from ..tir.buffer import Buffer
 from ..tir.expr import (Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Not, Ramp,
                         Select, Var)
 from ..tir.func import PrimFunc
+from ..tir.printer import Names
 from ..tir.functor import visit
 from ..tir.stmt import Allocate, BufferStore, Comment, Evaluate, For, IfThenElse, SeqStmt
 
@@ -31,6 +32,14 @@ _F32_CALLS = {"exp": "expf({0})", "log": "logf({0})", "sqrt": "sqrtf({0})",
               "floor": "floorf({0})", "ceil": "ceilf({0})", "abs": "fabsf({0})",
               "sin": "sinf({0})", "cos": "cosf({0})", "round": "roundf({0})"}
 _F64_CALLS = {k: v.replace("f(", "(").replace("1.0f", "1.0") for k, v in _F32_CALLS.items()}
+
+
+def c_identifier(name: str) -> str:
+    """A valid C identifier for `name`, clear of keywords and looptune's own lt_ names."""
+    base = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "v"
+    if base[0].isdigit() or base in C_KEYWORDS or base.startswith("lt_"):
+        base = "v_" + base
+    return base
 
 
 class CStyleRenderer:
@@ -58,8 +67,7 @@ static inline int omp_get_max_threads(void) { return 1; }
 
     def __init__(self):
         self.lines: list[str] = []
-        self.names: dict = {}
-        self.used: set = set()
+        self.names = Names(clean=c_identifier)
         self.vector_types: set = set()
         self.helpers: set = set()
         self.in_parallel = False
@@ -68,18 +76,7 @@ static inline int omp_get_max_threads(void) { return 1; }
 
     # ------------------------------------------------------------------ names
     def name(self, obj) -> str:
-        n = self.names.get(obj)
-        if n is None:
-            base = "".join(c if c.isalnum() or c == "_" else "_" for c in obj.name) or "v"
-            if base[0].isdigit() or base in C_KEYWORDS or base.startswith("lt_"):
-                base = "v_" + base
-            n, i = base, 1
-            while n in self.used:
-                n = f"{base}_{i}"
-                i += 1
-            self.names[obj] = n
-            self.used.add(n)
-        return n
+        return self.names(obj)
 
     # ------------------------------------------------------------------ types
     def type_name(self, dtype: str) -> str:
@@ -153,7 +150,6 @@ static inline int omp_get_max_threads(void) { return 1; }
     def binary(self, e: Binary, prec: int) -> str:
         op = e.op
         if op in ("min", "max"):
-            t = self.type_name(e.dtype)
             self.helpers.add(("minmax", e.dtype))
             return f"lt_{op}_{e.dtype}({self.expr(e.a)}, {self.expr(e.b)})"
         if op in ("//", "%"):
@@ -306,7 +302,7 @@ static inline int omp_get_max_threads(void) { return 1; }
     def render(self, func: PrimFunc, *, meta: dict | None = None) -> str:
         meta = meta or {}
         fname = self._symbol = self.symbol(func)
-        self.used.add(fname)
+        self.names.used.add(fname)
         params = [self.param_decl(b) for b in func.params]
         self.stmt(func.body, 1)
         body = "\n".join(self.lines)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..tir import dtype as dt
 from ..tir.buffer import Buffer
-from ..tir.expr import (BufferLoad, ExprOps, IntImm, PrimExpr, Reduce, Var, cast, convert)
+from ..tir.expr import BufferLoad, IntImm, PrimExpr, Reduce, Var, cast, convert
 from ..tir.functor import visit
 from ..tir.stmt import IterVar
 

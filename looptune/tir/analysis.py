@@ -52,7 +52,7 @@ def flop_count(func) -> float:
     intrinsics of its body on float values, times its iteration space."""
     from math import prod
 
-    from .expr import Binary, Call, Not, Select
+    from .expr import Binary, Call
     from .stmt import BlockRealize
     from . import dtype as dt
 

@@ -93,10 +93,7 @@ class For(Stmt):
     annotations: tuple = ()
 
     def annotation(self, key, default=None):
-        for k, v in self.annotations:
-            if k == key:
-                return v
-        return default
+        return annotation(self.annotations, key, default)
 
 
 @_node
@@ -111,10 +108,7 @@ class Block(Stmt):
     annotations: tuple = ()
 
     def annotation(self, key, default=None):
-        for k, v in self.annotations:
-            if k == key:
-                return v
-        return default
+        return annotation(self.annotations, key, default)
 
     @property
     def is_reduction(self) -> bool:
@@ -160,6 +154,14 @@ def seq(*stmts) -> Stmt:
     if len(flat) == 1:
         return flat[0]
     return SeqStmt(tuple(flat))
+
+
+def annotation(annotations: tuple, key: str, default=None):
+    """The value of `key` in a sorted tuple of (key, value) pairs."""
+    for k, v in annotations:
+        if k == key:
+            return v
+    return default
 
 
 def with_annotation(annotations: tuple, key: str, value) -> tuple:

@@ -15,6 +15,7 @@ from ...tir.expr import BufferLoad, binary, const
 from ...tir.func import PrimFunc
 from ...tir.functor import transform, visit
 from ...tir.stmt import Allocate, BufferStore, Comment, For, IfThenElse, SeqStmt, seq
+from .common import map_children
 
 
 def accumulation_loops(func: PrimFunc) -> dict:
@@ -212,16 +213,11 @@ def _rewrite(body, moves: dict):
                 note = (f"{new.name}: {dims} {new.scope} tile of {new.name}{list(old.shape)}, "
                         f"one per iteration of {s.loop_var.name}")
                 inner = seq(Comment(note), Allocate(new, inner))
-            return For(s.loop_var, s.extent, s.kind, inner, s.thread, s.annotations)
-        if isinstance(s, SeqStmt):
-            return seq(*(walk(x) for x in s.stmts))
+            return map_children(s, lambda _: inner)
         if isinstance(s, IfThenElse):
-            return IfThenElse(transform(s.cond, fix), walk(s.then_case),
-                              None if s.else_case is None else walk(s.else_case))
-        if isinstance(s, Allocate):
-            return Allocate(s.buffer, walk(s.body))
+            return map_children(IfThenElse(transform(s.cond, fix), s.then_case, s.else_case), walk)
         if isinstance(s, BufferStore):
             return transform(s, fix)
-        return s
+        return map_children(s, walk)
 
     return walk(body)

@@ -8,6 +8,7 @@ from ...tir.expr import BufferLoad, IntImm, binary, const
 from ...tir.func import PrimFunc
 from ...tir.functor import transform
 from ...tir.stmt import Allocate, BufferStore, For, IfThenElse, SeqStmt, seq
+from .common import inside, map_children
 
 
 def flat_buffer(b: Buffer) -> Buffer:
@@ -27,14 +28,13 @@ def flatten(func: PrimFunc) -> PrimFunc:
 
     def walk(s, dom):
         if isinstance(s, For):
-            inner = dict(dom)
-            inner[s.loop_var] = (0, s.extent - 1)
+            inner = inside(dom, s)
             body = walk(s.body, inner)
             if isinstance(body, SeqStmt) and not body.stmts:
                 return body  # a condition proved the loop body dead
-            return For(s.loop_var, s.extent, s.kind, body, s.thread, s.annotations)
+            return map_children(s, lambda _: body)
         if isinstance(s, SeqStmt):
-            return seq(*(walk(x, dom) for x in s.stmts))
+            return map_children(s, lambda x: walk(x, dom))
         if isinstance(s, IfThenElse):
             simp = Simplifier(dom)
             c = simp.cond(exprs(s.cond, simp))

@@ -19,6 +19,7 @@ from ...tir.arith import Simplifier
 from ...tir.expr import IntImm, Var, binary, const
 from ...tir.func import PrimFunc
 from ...tir.functor import substitute, uses_var
+from .common import inside, map_children
 from ...tir.stmt import (Allocate, Block, BlockRealize, For, IfThenElse, SeqStmt, seq,
                          with_annotation)
 
@@ -186,14 +187,7 @@ def _push_block_annotations(block: Block, body):
                 if dict(a).get(k) is None:
                     a = with_annotation(a, k, v)
             return For(s.loop_var, s.extent, s.kind, s.body, s.thread, a)
-        if isinstance(s, SeqStmt):
-            return seq(*(push(x) for x in s.stmts))
-        if isinstance(s, IfThenElse):
-            return IfThenElse(s.cond, push(s.then_case),
-                              None if s.else_case is None else push(s.else_case))
-        if isinstance(s, Allocate):
-            return Allocate(s.buffer, push(s.body))
-        return s
+        return map_children(s, push)
 
     return push(body)
 
@@ -204,21 +198,15 @@ def simplify_conditions(stmt, dom: dict | None = None):
 
     def walk(s, dom):
         if isinstance(s, For):
-            inner = dict(dom)
-            inner[s.loop_var] = (0, s.extent - 1)
-            return For(s.loop_var, s.extent, s.kind, walk(s.body, inner), s.thread, s.annotations)
-        if isinstance(s, SeqStmt):
-            return seq(*(walk(x, dom) for x in s.stmts))
+            inner = inside(dom, s)
+            return map_children(s, lambda x: walk(x, inner))
         if isinstance(s, IfThenElse):
             c = Simplifier(dom).cond(s.cond)
             if isinstance(c, IntImm):
                 if c.value:
                     return walk(s.then_case, dom)
                 return walk(s.else_case, dom) if s.else_case is not None else seq()
-            return IfThenElse(c, walk(s.then_case, dom),
-                              None if s.else_case is None else walk(s.else_case, dom))
-        if isinstance(s, Allocate):
-            return Allocate(s.buffer, walk(s.body, dom))
-        return s
+            return map_children(IfThenElse(c, s.then_case, s.else_case), lambda x: walk(x, dom))
+        return map_children(s, lambda x: walk(x, dom))
 
     return walk(stmt, dom)

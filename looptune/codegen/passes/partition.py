@@ -11,6 +11,7 @@ from ...tir.arith import INF, Simplifier
 from ...tir.expr import Binary, Var, binary, const
 from ...tir.functor import substitute, uses_var
 from ...tir.stmt import Allocate, Comment, For, IfThenElse, SeqStmt, seq
+from .common import inside, map_children
 from .lower_blocks import simplify_conditions
 
 MAX_PARTITIONS = 64  # bound on code growth per function
@@ -28,18 +29,9 @@ def _walk(s, dom, budget):
             if 0 < t < s.extent:
                 budget[0] -= 1
                 return _split(s, t, dom, budget)
-        inner = dict(dom)
-        inner[s.loop_var] = (0, s.extent - 1)
-        return For(s.loop_var, s.extent, s.kind, _walk(s.body, inner, budget), s.thread,
-                   s.annotations)
-    if isinstance(s, SeqStmt):
-        return seq(*(_walk(x, dom, budget) for x in s.stmts))
-    if isinstance(s, IfThenElse):
-        return IfThenElse(s.cond, _walk(s.then_case, dom, budget),
-                          None if s.else_case is None else _walk(s.else_case, dom, budget))
-    if isinstance(s, Allocate):
-        return Allocate(s.buffer, _walk(s.body, dom, budget))
-    return s
+        inner = inside(dom, s)
+        return map_children(s, lambda x: _walk(x, inner, budget))
+    return map_children(s, lambda x: _walk(x, dom, budget))
 
 
 def _split(loop: For, t: int, dom, budget):

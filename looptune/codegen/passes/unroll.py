@@ -10,6 +10,7 @@ from __future__ import annotations
 from ...tir.expr import const
 from ...tir.functor import substitute
 from ...tir.stmt import Allocate, For, IfThenElse, SeqStmt, seq, with_annotation
+from .common import map_children
 
 EXPLICIT = "pragma_unroll_explicit"
 MAX_STEP = "pragma_auto_unroll_max_step"
@@ -20,20 +21,10 @@ VECTOR_STMT_LANES = 8  # lanes per emitted vector statement (AVX2 float32)
 def auto_unroll(stmt):
     """Apply the unroll annotations found on loops."""
     def walk(s):
-        if isinstance(s, For):
-            n = s.annotation(MAX_STEP)
-            if n:
-                body, _ = _mark(s.body, int(n), bool(s.annotation(EXPLICIT, 0)))
-                return For(s.loop_var, s.extent, s.kind, body, s.thread, s.annotations)
-            return For(s.loop_var, s.extent, s.kind, walk(s.body), s.thread, s.annotations)
-        if isinstance(s, SeqStmt):
-            return seq(*(walk(x) for x in s.stmts))
-        if isinstance(s, IfThenElse):
-            return IfThenElse(s.cond, walk(s.then_case),
-                              None if s.else_case is None else walk(s.else_case))
-        if isinstance(s, Allocate):
-            return Allocate(s.buffer, walk(s.body))
-        return s
+        if isinstance(s, For) and s.annotation(MAX_STEP):
+            body, _ = _mark(s.body, int(s.annotation(MAX_STEP)), bool(s.annotation(EXPLICIT, 0)))
+            return map_children(s, lambda _: body)
+        return map_children(s, walk)
     return walk(stmt)
 
 
@@ -62,17 +53,9 @@ def _mark(s, max_step: int, explicit: bool):
 
 def unroll_explicit(s):
     """Replace unrolled loops that carry pragma_unroll_explicit by copies of their body."""
-    if isinstance(s, For):
-        body = unroll_explicit(s.body)
-        if s.kind == "unrolled" and s.annotation(EXPLICIT) and s.extent <= EXPLICIT_LIMIT:
-            v = s.loop_var
-            return seq(*(substitute(body, {v: const(i, v.dtype)}) for i in range(s.extent)))
-        return For(s.loop_var, s.extent, s.kind, body, s.thread, s.annotations)
-    if isinstance(s, SeqStmt):
-        return seq(*(unroll_explicit(x) for x in s.stmts))
-    if isinstance(s, IfThenElse):
-        return IfThenElse(s.cond, unroll_explicit(s.then_case),
-                          None if s.else_case is None else unroll_explicit(s.else_case))
-    if isinstance(s, Allocate):
-        return Allocate(s.buffer, unroll_explicit(s.body))
+    s = map_children(s, unroll_explicit)
+    if isinstance(s, For) and s.kind == "unrolled" and s.annotation(EXPLICIT) \
+            and s.extent <= EXPLICIT_LIMIT:
+        v = s.loop_var
+        return seq(*(substitute(s.body, {v: const(i, v.dtype)}) for i in range(s.extent)))
     return s

@@ -8,7 +8,8 @@ from ...tir import dtype as dt
 from ...tir.expr import (Binary, Broadcast, BufferLoad, Cast, FloatImm, IntImm, Ramp, Select, Var,
                          binary, cast, const)
 from ...tir.functor import substitute, uses_var, visit
-from ...tir.stmt import Allocate, BufferStore, Comment, For, IfThenElse, SeqStmt, seq
+from ...tir.stmt import BufferStore, Comment, For, IfThenElse, SeqStmt, seq
+from .common import map_children
 
 MAX_LANES = 64
 
@@ -21,22 +22,12 @@ def vectorize_loops(s, vector_bits: int = 256):
     """Vectorize `vectorized` loops into vectors of at most `vector_bits` (the target's
     register width): a loop of 16 floats on AVX2 becomes two 8-lane vector statements, as
     vectors wider than the hardware's compile to slow code."""
-    if isinstance(s, For):
-        body = vectorize_loops(s.body, vector_bits)
-        n = s.extent
-        if s.kind == "vectorized" and 2 <= n <= MAX_LANES:
-            try:
-                return _vectorize(s.loop_var, n, body, vector_bits)
-            except _NoVec:
-                pass
-        return For(s.loop_var, s.extent, s.kind, body, s.thread, s.annotations)
-    if isinstance(s, SeqStmt):
-        return seq(*(vectorize_loops(x, vector_bits) for x in s.stmts))
-    if isinstance(s, IfThenElse):
-        return IfThenElse(s.cond, vectorize_loops(s.then_case, vector_bits),
-                          None if s.else_case is None else vectorize_loops(s.else_case, vector_bits))
-    if isinstance(s, Allocate):
-        return Allocate(s.buffer, vectorize_loops(s.body, vector_bits))
+    s = map_children(s, lambda x: vectorize_loops(x, vector_bits))
+    if isinstance(s, For) and s.kind == "vectorized" and 2 <= s.extent <= MAX_LANES:
+        try:
+            return _vectorize(s.loop_var, s.extent, s.body, vector_bits)
+        except _NoVec:
+            pass
     return s
 
 

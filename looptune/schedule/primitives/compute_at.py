@@ -122,31 +122,41 @@ def compute_at(sch, inputs, attrs, decision):
                             "for the consumers under it")
     between = [b for s in lca.stmts[ip + 1:il] for b in blocks_in(s)]
     check_no_conflict(what, p, between, f"loop {lname}")
+    nest = _nest_for_region(sch, what, pr, p.writes[0], consumers, "reads", x, lentry,
+                            bool(attrs[0]))
+    sch.state.replace({pr: REMOVE, loop: _insert(loop, nest, before_reader_of=x)})
+    return []
+
+
+def _nest_for_region(sch, what, moving, moving_region, others, verb, x, lentry, preserve):
+    """A loop nest for block `moving` covering, per iteration of the loop, the region of x
+    that the blocks `others` under the loop access ("reads" or "writes")."""
+    loop = lentry.node
+    lname = loop.loop_var.name
     outer = loop_dom(lentry.parents + (loop,))
     bounds = None
-    for br in consumers:
-        centry = sch.state.block(br.block.name)
-        relax = loop_dom(loops_between(centry.parents, loop))
-        dom = loop_dom(centry.parents)
-        for r in br.block.reads:
+    for br in others:
+        entry = sch.state.block(br.block.name)
+        relax = loop_dom(loops_between(entry.parents, loop))
+        dom = loop_dom(entry.parents)
+        for r in (br.block.reads if verb == "reads" else br.block.writes):
             if r.buffer is x:
                 b = access_bounds(br, r.region, relax, dom)
                 if b is None:
                     raise ScheduleError(f"{what}: cannot bound the region of {x.name} that block "
-                                        f"{br.block.name} reads (a data-dependent index?)")
+                                        f"{br.block.name} {verb} (a data-dependent index?)")
                 bounds = union_bounds(bounds, b, outer)
     bounds = clamp_bounds(bounds, x.shape, outer)
-    dims = _dims_of(p.writes[0], p.iter_vars, what, p.name, x)
+    b = moving.block
+    dims = _dims_of(moving_region, b.iter_vars, what, b.name, x)
     ranges = {}
     for v, d in dims.items():
         rng = range_of(bounds[d][0], bounds[d][1], outer)
         if rng is None:
-            raise ScheduleError(f"{what}: the region of {x.name} read per iteration of loop "
-                                f"{lname} has no constant size")
+            raise ScheduleError(f"{what}: the region of {x.name} {verb[:-1]} per iteration of "
+                                f"loop {lname} has no constant size")
         ranges[v] = rng
-    nest = build_nest(pr, ranges, bool(attrs[0]), outer, loop_names(sch))
-    sch.state.replace({pr: REMOVE, loop: _insert(loop, nest, before_reader_of=x)})
-    return []
+    return build_nest(moving, ranges, preserve, outer, loop_names(sch))
 
 
 @instruction("ReverseComputeAt", "reverse_compute_at", inputs=("block", "loop"),
@@ -192,30 +202,9 @@ def reverse_compute_at(sch, inputs, attrs, decision):
                             "moves a consumer into its producer's loops")
     between = [b for s in lca.stmts[il + 1:ic] for b in blocks_in(s)]
     check_no_conflict(what, c, between, f"loop {lname}")
-    outer = loop_dom(lentry.parents + (loop,))
-    bounds = None
-    for br in producers:
-        pentry = sch.state.block(br.block.name)
-        relax = loop_dom(loops_between(pentry.parents, loop))
-        dom = loop_dom(pentry.parents)
-        for w in br.block.writes:
-            if w.buffer is x:
-                b = access_bounds(br, w.region, relax, dom)
-                if b is None:
-                    raise ScheduleError(f"{what}: cannot bound the region of {x.name} written by "
-                                        f"block {br.block.name}")
-                bounds = union_bounds(bounds, b, outer)
-    bounds = clamp_bounds(bounds, x.shape, outer)
     region = next(r for r in c.reads if r.buffer is x)
-    dims = _dims_of(region, c.iter_vars, what, c.name, x)
-    ranges = {}
-    for v, d in dims.items():
-        rng = range_of(bounds[d][0], bounds[d][1], outer)
-        if rng is None:
-            raise ScheduleError(f"{what}: the region of {x.name} written per iteration of loop "
-                                f"{lname} has no constant size")
-        ranges[v] = rng
-    nest = build_nest(cr, ranges, bool(attrs[0]), outer, loop_names(sch))
+    nest = _nest_for_region(sch, what, cr, region, producers, "writes", x, lentry,
+                            bool(attrs[0]))
     sch.state.replace({cr: REMOVE, loop: _insert(loop, nest, after_writer_of=x)})
     return []
 

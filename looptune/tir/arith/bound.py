@@ -5,7 +5,7 @@ gives [i0*32, i0*32 + 31], still in terms of the outer loop variable i0.
 """
 from __future__ import annotations
 
-from ..expr import Binary, IntImm, PrimExpr, Var, binary, const
+from ..expr import Binary, IntImm, PrimExpr, Var, binary
 from ..functor import uses_var
 from .interval import INF
 from .simplify import Affine, Simplifier

@@ -16,7 +16,7 @@ from math import gcd
 from .. import dtype as dt
 from ..expr import (Binary, BufferLoad, Call, Cast, IntImm, Not, PrimExpr, Select, Var, binary,
                     const)
-from .interval import INF, const_bound, floordiv_interval, floormod_interval
+from .interval import INF, const_bound
 
 _CMP = ("<", "<=", ">", ">=", "==", "!=")
 

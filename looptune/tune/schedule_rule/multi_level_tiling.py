@@ -4,7 +4,9 @@
 with sample_perfect_tile, and orders the pieces S0 S1 R0 S2 R1 S3: the innermost S3 x R1 is
 the register tile, S2 x R1 its cache block. The result is written back per tile at a
 sampled level: by fusing an elementwise consumer there (reverse_compute_at), or through a
-local cache_write (the accumulator tile that lowering turns into a stack array).
+local cache_write (the accumulator tile that lowering turns into a stack array). With
+`read_levels`, each input is also copied per tile (cache_read + compute_at at the end of that
+reduction group), which lowering compacts into a contiguous packed panel.
 """
 from __future__ import annotations
 
@@ -18,13 +20,14 @@ TILED = "meta_schedule.tiling_structure"
 @ScheduleRule.registry.register("multi-level-tiling")
 class MultiLevelTiling(ScheduleRule):
     def __init__(self, structure: str = "SSRSRS", max_innermost_factor: int = 64,
-                 write_levels=(1, 2), write_scope: str = "local"):
+                 write_levels=(1, 2), write_scope: str = "local", read_levels=()):
         if set(structure) - {"S", "R"} or "S" not in structure:
             raise ValueError(f"structure {structure!r} must be made of S and R")
         self.structure = structure
         self.max_innermost_factor = max_innermost_factor
         self.write_levels = tuple(write_levels)
         self.write_scope = write_scope
+        self.read_levels = tuple(read_levels)
 
     def apply(self, sch, block) -> list:
         b = sch.get(block)
@@ -47,7 +50,29 @@ class MultiLevelTiling(ScheduleRule):
                 except ScheduleError:
                     continue
             out.append(s)
-        return out or [sch]
+        out = out or [sch]
+        if not self.read_levels:
+            return out
+        with_reads = []
+        for s in out:
+            for level in self.read_levels:
+                s2 = s.copy()
+                try:
+                    self._read_cache(s2, block, groups, level)
+                except ScheduleError:
+                    continue
+                with_reads.append(s2)
+        return with_reads or out
+
+    def _read_cache(self, sch, block, groups, level: int):
+        """Copy each input per iteration of the last loop of the level-th reduction group."""
+        r_groups = [g for c, g in groups if c == "R"]
+        if level > len(r_groups) or not r_groups[level - 1]:
+            raise ScheduleError("no such reduction level")
+        loop = r_groups[level - 1][-1]
+        for index in range(len(sch.get(block).reads)):
+            cached = sch.cache_read(block, index, "global")
+            sch.compute_at(cached, loop)
 
     def _tile(self, sch, block, kinds) -> list:
         """Split and reorder; returns the loop groups in structure order."""
