@@ -112,7 +112,7 @@ def test_commit_and_top_k(kind, tmp_path, rng):
         db.commit_tuning_record(r)
     assert len(db) == len(recs) == len(db.get_all_tuning_records())
     assert [r.measure["i"] for r in db.get_all_tuning_records()] == [r.measure["i"] for r in recs]
-    ok = sorted((r for r in recs if r.ok), key=lambda r: r.mean_secs)
+    ok = sorted((r for r in recs if r.ok), key=lambda r: r.median_secs)
     for k in (1, 3, 100):
         top = db.get_top_k(wl, k)
         assert [r.measure["i"] for r in top] == [r.measure["i"] for r in ok[:k]]
@@ -135,10 +135,10 @@ def test_targets_are_kept_apart(kind, tmp_path, rng):
     for target, mine in ((HOST, host), (OTHER, other)):
         got = db.get_top_k(wl, 10, target)
         assert len(got) == 3 and all(r.target.key() == target.key() for r in got)
-        best = min((r for r in mine if r.ok), key=lambda r: r.mean_secs)
+        best = min((r for r in mine if r.ok), key=lambda r: r.median_secs)
         top = db.query_tuning_record(wl.func, target)
         assert [r.measure["i"] for r in top] == [best.measure["i"]]
-        assert top[0].mean_secs == best.mean_secs
+        assert top[0].median_secs == best.median_secs
     assert len(db.get_top_k(wl, 10)) == 6
     db.close()
 
@@ -151,7 +151,7 @@ def test_query_schedule_applies_the_best_record(kind, tmp_path, rng):
     recs = make_records(wl, rng)
     for r in recs:
         db.commit_tuning_record(r)
-    best = min((r for r in recs if r.ok), key=lambda r: r.mean_secs)
+    best = min((r for r in recs if r.ok), key=lambda r: r.median_secs)
     want = replay(func, best.trace)
     sch = db.query_schedule(func, HOST)
     assert structural_equal(sch.func, want)
@@ -191,7 +191,7 @@ def test_persistence_across_reopen(kind, tmp_path, rng):
         assert a.target == b.target
     stored = got[0].workload.func
     assert structural_equal(stored, func) and stored.script() == func.script()
-    best = min((r for r in recs if r.ok), key=lambda r: r.mean_secs)
+    best = min((r for r in recs if r.ok), key=lambda r: r.median_secs)
     assert structural_equal(db.query_ir_module(func, HOST), replay(func, best.trace))
     db.close()
     if kind == "json":  # JSON lines: one workload, one line per record naming its workload
@@ -262,7 +262,7 @@ def test_sqlite_sees_other_connections_commits_and_checks_version(tmp_path, rng)
     for i, r in enumerate(recs):
         a.commit_tuning_record(r)
         assert len(b) == i + 1
-    best = min((r for r in recs if r.ok), key=lambda r: r.mean_secs)
+    best = min((r for r in recs if r.ok), key=lambda r: r.median_secs)
     assert b.get_top_k(b.commit_workload(mm_func()), 1)[0].measure == best.measure
     with pytest.raises(ValueError, match="needs a path or a work_dir"):
         SQLiteDatabase()
@@ -447,7 +447,7 @@ def test_anchor_block_reuses_plain_records_for_a_fused_variant(kind, tmp_path, r
     for r in recs:
         db.commit_tuning_record(r)
     assert db.has_workload(fused) and len(db.query_tuning_record(fused, HOST, k=10)) == 4
-    best = min((r for r in recs if r.ok), key=lambda r: r.mean_secs)
+    best = min((r for r in recs if r.ok), key=lambda r: r.median_secs)
     got = db.query_ir_module(fused, HOST)
     plain_done = replay(plain, best.trace)
     mm_nest, relu_nest = got.root.body.stmts

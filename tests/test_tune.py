@@ -139,7 +139,7 @@ def test_early_abort_threshold_follows_the_best_so_far():
     tune_tir(small(), "cpu", database=db, max_trials_global=10, num_trials_per_iter=5, seed=0,
              builder=FakeBuilder(), runner=runner, check_correctness=False, progress=False)
     assert runner.ran[0].abort_above_secs is None
-    best = min(r.mean_secs for r in db.get_all_tuning_records()[:5])
+    best = min(r.median_secs for r in db.get_all_tuning_records()[:5])
     assert runner.ran[5].abort_above_secs == pytest.approx(3 * best)
 
 
@@ -183,7 +183,7 @@ def test_tune_then_compile_the_best_record(tmp_path):
     c = np.zeros((48, 40), "float32")
     mod(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-5)
-    assert mod.record.mean_secs == min(r.mean_secs for r in recs)
+    assert mod.record.median_secs == min(r.median_secs for r in recs)
 
 
 @pytest.mark.cc
@@ -246,7 +246,7 @@ def test_failures_become_classified_records_and_tuning_goes_on(tmp_path):
     for r in recs:
         assert r.ok == (r.run_secs is not None)
         if not r.ok:
-            assert r.error_msg and r.mean_secs == float("inf")
+            assert r.error_msg and r.median_secs == float("inf")
     mod = compile_tir(db, func, "cpu")  # the best record is a healthy one
     assert mod.record.ok
 

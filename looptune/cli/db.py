@@ -40,7 +40,7 @@ def _find(db, spec: str):
 
 
 def _ms(r) -> str:
-    return f"{r.mean_secs * 1e3:.4f} ms" if r.ok else f"failed ({r.error_class})"
+    return f"{r.median_secs * 1e3:.4f} ms" if r.ok else f"failed ({r.error_class})"
 
 
 def run(args) -> int:
@@ -53,7 +53,7 @@ def run(args) -> int:
         print(f"{'key':<18}{'workload':<20}{'records':>8}{'failed':>8}  best")
         for key, recs in groups.items():
             ok = [r for r in recs if r.ok]
-            best = f"{min(r.mean_secs for r in ok) * 1e3:.4f} ms" if ok else "-"
+            best = f"{min(r.median_secs for r in ok) * 1e3:.4f} ms" if ok else "-"
             print(f"{key:<18}{recs[0].workload.name:<20}{len(recs):>8}{len(recs) - len(ok):>8}  {best}")
         return 0
     recs = _find(db, args.workload)
@@ -66,7 +66,7 @@ def run(args) -> int:
                 line += "\n      " + r.error_msg.strip().splitlines()[0][:160]
             print(line)
         return 0
-    ok = sorted((r for r in recs if r.ok), key=lambda r: r.mean_secs)
+    ok = sorted((r for r in recs if r.ok), key=lambda r: r.median_secs)
     if not ok:
         raise CLIError(f"{recs[0].workload.name} has no successful record")
     best = ok[0]

@@ -110,7 +110,7 @@ def run(args) -> int:
     t_best = mod.time_evaluator(number=1, repeat=10, min_repeat_ms=20)(*arrays).median
     t_base = untuned.time_evaluator(number=1, repeat=3)(*arrays).median
     gflops = f", {flops / t_best / 1e9:.1f} GFLOP/s" if flops else ""
-    print(f"best: {t_best * 1e3:.4f} ms{gflops} (measured in tuning: {rec.mean_secs * 1e3:.4f} ms),"
+    print(f"best: {t_best * 1e3:.4f} ms{gflops} (measured in tuning: {rec.median_secs * 1e3:.4f} ms),"
           f" {t_base / t_best:.1f}x the untuned kernel ({t_base * 1e3:.3f} ms); checked "
           "against the unscheduled program")
     safe = "".join(c if c.isalnum() else "_" for c in func.name)

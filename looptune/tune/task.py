@@ -86,5 +86,5 @@ class Task:
         if rec is None:
             print(f"{self.name}: no successful record yet", file=out)
             return
-        print(f"# {self.name}: best {rec.mean_secs * 1e3:.4f} ms on {rec.target}", file=out)
+        print(f"# {self.name}: best {rec.median_secs * 1e3:.4f} ms on {rec.target}", file=out)
         print(rec.trace.simplified().as_python(), file=out)

@@ -63,7 +63,6 @@ def tune_tasks(tasks, *, work_dir=None, max_trials_global: int, num_trials_per_i
                        progress=progress, measure_callbacks=measure_callbacks)
     finally:
         runner.close()
-    database.last_tasks = scheduler.tasks
     return database
 
 
@@ -147,12 +146,12 @@ def compile_tir(database: Database, func: PrimFunc, target="cpu", *, check: bool
         try:
             rec.trace.apply_to_schedule(sch, lenient=database.module_equality == "anchor-block")
         except ScheduleError as e:
-            warnings.warn(f"{func.name}: a record ({rec.mean_secs * 1e3:.3f} ms) no longer "
+            warnings.warn(f"{func.name}: a record ({rec.median_secs * 1e3:.3f} ms) no longer "
                           f"replays and is skipped: {e}")
             continue
         mod = build(sch, target, num_threads=num_threads)
         if check and not verify(mod, func):
-            warnings.warn(f"{func.name}: a record ({rec.mean_secs * 1e3:.3f} ms) computes a "
+            warnings.warn(f"{func.name}: a record ({rec.median_secs * 1e3:.3f} ms) computes a "
                           "wrong result and is skipped")
             continue
         mod.record = rec

@@ -8,6 +8,7 @@ JSON. Databases are append-only; what a killed process wrote completely stays re
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from dataclasses import dataclass, field
 
@@ -63,11 +64,11 @@ class TuningRecord:
         return self.run_secs is not None and self.error_class is None
 
     @property
-    def mean_secs(self) -> float:
-        """Mean run time, infinity for a failed record."""
+    def median_secs(self) -> float:
+        """The median of the repeated measurements; infinity for a failed record."""
         if not self.ok or not self.run_secs:
             return math.inf
-        return sum(self.run_secs) / len(self.run_secs)
+        return statistics.median(self.run_secs)
 
     def to_json(self) -> dict:
         return {
@@ -163,7 +164,7 @@ class Database:
     def get_top_k(self, workload, k: int, target: Target | None = None) -> list:
         """The k fastest successful records of the workload (on `target` if given)."""
         ok = [r for r in self.records_of(workload, target) if r.ok]
-        ok.sort(key=lambda r: r.mean_secs)
+        ok.sort(key=lambda r: r.median_secs)
         return ok[:k]
 
     def query_tuning_record(self, func: PrimFunc, target, k: int = 1) -> list:

@@ -3,7 +3,7 @@
 Tables (schema version 1, kept in `meta`):
 
     workloads(id, key UNIQUE, name, func)          func: tir.serialize JSON text
-    records(id, workload, target, mean_secs, error_class, time, record)
+    records(id, workload, target, median_secs, error_class, time, record)
                                                    record: TuningRecord.to_json() text;
                                                    the other columns are for people and SQL
 Each commit is one transaction. Rows are append-only with increasing ids, so a reader
@@ -28,7 +28,7 @@ _TABLES = (
     "CREATE TABLE IF NOT EXISTS workloads (id INTEGER PRIMARY KEY AUTOINCREMENT, "
     "key TEXT NOT NULL UNIQUE, name TEXT NOT NULL, func TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS records (id INTEGER PRIMARY KEY AUTOINCREMENT, "
-    "workload TEXT NOT NULL, target TEXT NOT NULL, mean_secs REAL, error_class TEXT, "
+    "workload TEXT NOT NULL, target TEXT NOT NULL, median_secs REAL, error_class TEXT, "
     "time REAL NOT NULL, record TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS records_by_workload ON records (workload, target)",
 )
@@ -125,10 +125,10 @@ class SQLiteDatabase(Database):
                 if new_workload:
                     self._insert_workload(record.workload)
                 self._conn.execute(
-                    "INSERT INTO records (workload, target, mean_secs, error_class, time, record)"
+                    "INSERT INTO records (workload, target, median_secs, error_class, time, record)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
                     (record.workload.key, record.target.key(),
-                     record.mean_secs if record.ok else None, record.error_class, record.time,
+                     record.median_secs if record.ok else None, record.error_class, record.time,
                      json.dumps(r, separators=(",", ":"))))
             if new_workload:
                 self._db_keys.add(record.workload.key)

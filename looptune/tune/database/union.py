@@ -36,14 +36,14 @@ class UnionDatabase(Database):
 
     def query_tuning_record(self, func, target, k: int = 1) -> list:
         recs = [r for d in self.databases for r in d.query_tuning_record(func, target, k)]
-        recs.sort(key=lambda r: r.mean_secs)  # stable: on a tie the earlier database wins
+        recs.sort(key=lambda r: r.median_secs)  # stable: on a tie the earlier database wins
         return recs[:k]
 
     def query_schedule(self, func, target):
         """The schedule of the best record; each member replays its own records."""
         def best(d):
             top = d.query_tuning_record(func, target, 1)
-            return top[0].mean_secs if top else float("inf")
+            return top[0].median_secs if top else float("inf")
 
         ranked = sorted((best(d), i) for i, d in enumerate(self.databases))
         for secs, i in ranked:

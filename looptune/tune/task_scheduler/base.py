@@ -93,7 +93,7 @@ class TaskScheduler:
         done = database.records_of(t.workload, ctx.target)
         t.trials = len(done)
         t.failures = sum(not r.ok for r in done)
-        t.best_secs = min((r.mean_secs for r in done), default=math.inf)
+        t.best_secs = min((r.median_secs for r in done), default=math.inf)
         written = written_params(ctx.func)
         t.args_info = tuple(ArgInfo(b.name, b.shape, b.dtype, b in written) for b in ctx.func.params)
         seen = {r.sch_hash for r in done if r.sch_hash}
@@ -137,7 +137,7 @@ class TaskScheduler:
             database.commit_tuning_record(record)
             task.trials += 1
             if record.ok:
-                task.best_secs = min(task.best_secs, record.mean_secs)
+                task.best_secs = min(task.best_secs, record.median_secs)
             else:
                 task.failures += 1
             results.append(res)
