@@ -25,6 +25,7 @@ import numpy as np  # noqa: E402
 
 import looptune as lt  # noqa: E402
 from looptune import te  # noqa: E402
+from looptune.runtime import aligned, empty  # noqa: E402
 from looptune.te import ops  # noqa: E402
 
 
@@ -124,17 +125,17 @@ def main():
     ap.add_argument("--repeat", type=int, default=15)
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    f32 = lambda *s: rng.uniform(-1, 1, s).astype("float32")  # noqa: E731
+    f32 = lambda *s: aligned(rng.uniform(-1, 1, s).astype("float32"))  # noqa: E731
     n = 1024
     a, b, c = f32(n, n), f32(n, n), f32(n, n)
     rows = []
 
     mm = lt.build(schedule_matmul(matmul_func(n, False), fused_add=False), num_threads=1)
-    out = np.zeros((n, n), "float32")
+    out = empty((n, n), "float32")
     mm(a, b, out)
     np.testing.assert_allclose(out, a @ b, rtol=1e-3, atol=1e-3)
     t_mm = _common.module_seconds(mm, (a, b, out), repeat=args.repeat)
-    buf = np.empty((n, n), "float32")
+    buf = empty((n, n), "float32")
     t_np = _common.median_seconds(lambda: np.matmul(a, b, out=buf), repeat=args.repeat)
     rows.append({"workload": "matmul 1024", "baseline": "numpy (OpenBLAS, 1 thread)",
                  "baseline_ms": t_np * 1e3, "looptune_ms": t_mm * 1e3,
@@ -151,7 +152,7 @@ def main():
 
     x, w = f32(1, 64, 56, 56), f32(64, 64, 3, 3)
     cv = lt.build(schedule_conv(conv_func()), num_threads=1)
-    y = np.zeros((1, 64, 56, 56), "float32")
+    y = empty((1, 64, 56, 56), "float32")
     cv(x, w, y)
     name, fn, want = conv_baseline(x, w)
     np.testing.assert_allclose(y, want, rtol=1e-3, atol=1e-3)

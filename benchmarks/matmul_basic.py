@@ -18,6 +18,7 @@ import numpy as np  # noqa: E402
 
 import looptune as lt  # noqa: E402
 from looptune import te  # noqa: E402
+from looptune.runtime import aligned, empty  # noqa: E402
 
 
 def matmul(n: int):
@@ -52,8 +53,8 @@ def main():
     n = args.n
     func = matmul(n)
     rng = np.random.default_rng(0)
-    a = rng.uniform(-1, 1, (n, n)).astype("float32")
-    b = rng.uniform(-1, 1, (n, n)).astype("float32")
+    a = aligned(rng.uniform(-1, 1, (n, n)).astype("float32"))
+    b = aligned(rng.uniform(-1, 1, (n, n)).astype("float32"))
     want = a @ b
     flops = 2 * n ** 3
 
@@ -61,12 +62,12 @@ def main():
     hand = lt.build(hand_schedule(func), num_threads=1)
     rows = []
     for name, mod in (("naive (unscheduled)", naive), ("hand schedule", hand)):
-        c = np.zeros((n, n), "float32")
+        c = empty((n, n), "float32")
         mod(a, b, c)
         np.testing.assert_allclose(c, want, rtol=1e-3, atol=1e-3)
         secs = _common.module_seconds(mod, (a, b, c), repeat=9 if "naive" in name else 25)
         rows.append({"kernel": name, "ms": secs * 1e3, "gflops": flops / secs / 1e9})
-    out = np.empty((n, n), "float32")
+    out = empty((n, n), "float32")
     secs = _common.median_seconds(lambda: np.matmul(a, b, out=out), repeat=25)
     rows.append({"kernel": "numpy (OpenBLAS, 1 thread)", "ms": secs * 1e3, "gflops": flops / secs / 1e9})
     base = rows[0]["ms"]

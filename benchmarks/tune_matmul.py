@@ -27,6 +27,7 @@ import _common  # noqa: E402  (single-threaded BLAS before numpy loads)
 import numpy as np  # noqa: E402
 
 from looptune import te  # noqa: E402
+from looptune.runtime import aligned, empty  # noqa: E402
 from looptune.te.ops import workload  # noqa: E402
 from looptune.tune import EvaluatorConfig, compile_tir, tune_tir  # noqa: E402
 
@@ -76,7 +77,7 @@ def main():
     tensors, _, flops = workload("matmul_add", M=n, N=n, K=n)
     func = te.create_prim_func(tensors)
     rng = np.random.default_rng(0)
-    a, b, c = (rng.uniform(-1, 1, (n, n)).astype("float32") for _ in range(3))
+    a, b, c = (aligned(rng.uniform(-1, 1, (n, n)).astype("float32")) for _ in range(3))
     want = a @ b + c
     out_dir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="tune-matmul-"))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -86,12 +87,12 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
         res = tune_once(func, trials, args.seed, args.per_iter, work, args.threads)
         mod = res.pop("module")
-        out = np.zeros((n, n), "float32")
+        out = empty((n, n), "float32")
         mod(a, b, c, out)
         np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-3)
         res["best_ms"] = _common.module_seconds(mod, (a, b, c, out), repeat=15) * 1e3
         rows.append({"system": "looptune ReplayTrace", "threads": args.threads, **res})
-    buf = np.empty((n, n), "float32")
+    buf = empty((n, n), "float32")
 
     def numpy_add():
         np.matmul(a, b, out=buf)

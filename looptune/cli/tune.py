@@ -76,12 +76,10 @@ def resolve(spec: str, shape: dict, args: list):
 
 
 def run(args) -> int:
-    import numpy as np
-
     from ..build import build
     from ..target import Target
     from ..tune import EvaluatorConfig, compile_tir, tune_tir
-    from ..tune.tune import random_args
+    from ..runtime.ndarray import random_args
 
     func, name, flops = resolve(args.workload, parse_shape(args.shape), args.args or [])
     target = Target.create(args.target)
@@ -106,7 +104,7 @@ def run(args) -> int:
     mod = compile_tir(db, func, target, num_threads=threads)
     rec = mod.record
     untuned = build(func, target, num_threads=threads)
-    arrays = random_args(mod.args, np.random.default_rng(0))
+    arrays = random_args(mod.args, 0)
     t_best = mod.time_evaluator(number=1, repeat=10, min_repeat_ms=20)(*arrays).median
     t_base = untuned.time_evaluator(number=1, repeat=3)(*arrays).median
     gflops = f", {flops / t_best / 1e9:.1f} GFLOP/s" if flops else ""

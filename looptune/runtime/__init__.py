@@ -2,6 +2,7 @@
 from .compiler import CFLAGS, compile_shared, compiler_version, have_compiler
 from .error import BuildError, RunError
 from .module import ArgInfo, Module, ProfileResult
+from .ndarray import aligned, empty, random_args
 
-__all__ = ["ArgInfo", "BuildError", "CFLAGS", "Module", "ProfileResult", "RunError",
-           "compile_shared", "compiler_version", "have_compiler"]
+__all__ = ["ArgInfo", "BuildError", "CFLAGS", "Module", "ProfileResult", "RunError", "aligned",
+           "compile_shared", "compiler_version", "empty", "have_compiler", "random_args"]

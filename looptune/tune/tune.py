@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..build import build
+from ..runtime.ndarray import random_args
 from ..schedule import Schedule, ScheduleError
 from ..target import Target
 from ..tir.func import PrimFunc
@@ -97,23 +98,9 @@ def tune_tir(mod_or_func, target="cpu", work_dir=None, *, max_trials_global: int
                       max_trials_per_task=max_trials_per_task, max_time_s=max_time_s, **kwargs)
 
 
-def random_args(args_info, rng) -> list:
-    """Arrays for a kernel's arguments: random inputs, NaN-filled (or zero) outputs."""
-    out = []
-    for info in args_info:
-        floating = "float" in info.dtype
-        if info.written:
-            out.append(np.full(info.shape, np.nan if floating else 0, info.dtype))
-        elif floating:
-            out.append(rng.uniform(-1, 1, info.shape).astype(info.dtype))
-        else:
-            out.append(rng.integers(-8, 8, info.shape).astype(info.dtype))
-    return out
-
-
 def verify(mod, func: PrimFunc, *, seed: int = 0, rtol: float = 1e-3, atol: float = 1e-3) -> bool:
     """Does `mod` compute what the unscheduled `func` computes, on random inputs?"""
-    want = random_args(mod.args, np.random.default_rng(seed))
+    want = random_args(mod.args, seed)
     got = [a.copy() for a in want]
     build(func)(*want)
     mod(*got)
