@@ -73,7 +73,7 @@ def cache_read(sch, inputs, attrs, decision):
     index, scope = attrs
     _check_scope(scope, what)
     entry = sch._block(inputs[0])
-    br, b = entry.node, entry.node.block
+    b = entry.node.block
     x = _buffer_index(b.reads, index, b, "read", what)
     scope_block, stmts, pos = scope_stmts(sch, entry)
     for other in blocks_in(stmts[pos]):
@@ -81,12 +81,20 @@ def cache_read(sch, inputs, attrs, decision):
             raise ScheduleError(f"{what}: {x.name} is written by block {other.name} inside the "
                                 f"same loop nest as block {b.name}; cache it before moving its "
                                 "producer there")
-    cached = Buffer(f"{x.name}_{scope}", x.shape, x.dtype, scope)
-    name = _unique_block_name(sch, f"{x.name}_{scope}")
-    nb = refreshed(b, body=replace_buffers(b.body, {x: cached}),
-                   init=None if b.init is None else replace_buffers(b.init, {x: cached}))
+    return _redirect(sch, entry, scope_block, x, scope, pos, into_cache=True)
+
+
+def _redirect(sch, entry, scope_block, buf, scope: str, position: int, *, into_cache: bool):
+    """Point the block at a new `scope` copy of buf, and put the block copying buf into the
+    copy (into_cache) or back out of it at `position` among the scope's statements."""
+    br, b = entry.node, entry.node.block
+    cached = Buffer(f"{buf.name}_{scope}", buf.shape, buf.dtype, scope)
+    name = _unique_block_name(sch, f"{buf.name}_{scope}")
+    nb = refreshed(b, body=replace_buffers(b.body, {buf: cached}),
+                   init=None if b.init is None else replace_buffers(b.init, {buf: cached}))
     sch.state.replace({br: BlockRealize(br.iter_values, br.predicate, nb)})
-    _insert_at_scope(sch, scope_block.name, pos, copy_nest(name, cached, x))
+    nest = copy_nest(name, cached, buf) if into_cache else copy_nest(name, buf, cached)
+    _insert_at_scope(sch, scope_block.name, position, nest)
     add_alloc(sch, scope_block.name, cached)
     return [sch._new(BlockRV, name)]
 
@@ -98,7 +106,7 @@ def cache_write(sch, inputs, attrs, decision):
     index, scope = attrs
     _check_scope(scope, what)
     entry = sch._block(inputs[0])
-    br, b = entry.node, entry.node.block
+    b = entry.node.block
     y = _buffer_index(b.writes, index, b, "write", what)
     scope_block, stmts, pos = scope_stmts(sch, entry)
     for other in blocks_in(scope_block.body):
@@ -112,14 +120,7 @@ def cache_write(sch, inputs, attrs, decision):
             raise ScheduleError(f"{what}: block {other.name} reads {y.name} inside the same loop "
                                 f"nest as block {b.name}; cache the write before moving the "
                                 "consumer there")
-    cached = Buffer(f"{y.name}_{scope}", y.shape, y.dtype, scope)
-    name = _unique_block_name(sch, f"{y.name}_{scope}")
-    nb = refreshed(b, body=replace_buffers(b.body, {y: cached}),
-                   init=None if b.init is None else replace_buffers(b.init, {y: cached}))
-    sch.state.replace({br: BlockRealize(br.iter_values, br.predicate, nb)})
-    _insert_at_scope(sch, scope_block.name, pos + 1, copy_nest(name, y, cached))
-    add_alloc(sch, scope_block.name, cached)
-    return [sch._new(BlockRV, name)]
+    return _redirect(sch, entry, scope_block, y, scope, pos + 1, into_cache=False)
 
 
 def _rewrite_buffer(sch, old: Buffer, new: Buffer, what: str):
