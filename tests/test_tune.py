@@ -265,18 +265,21 @@ def test_task_api(tmp_path, capsys):
     assert task.name == "scaled_matmul(24, 16, 8, 0.5)"
     task.tune(tmp_path, max_trials=4, num_trials_per_iter=4, seed=0, progress=False,
               evaluator=EvaluatorConfig(num_threads=1, repeat=2, min_repeat_ms=1))
-    mod = task.apply_best(tmp_path)
+    mod = task.apply_best()  # where it was tuned
+    assert task.apply_best(tmp_path).record.sch_hash == mod.record.sch_hash
     a = np.random.default_rng(0).uniform(-1, 1, (24, 8)).astype("float32")
     b = np.random.default_rng(1).uniform(-1, 1, (8, 16)).astype("float32")
     c = np.zeros((24, 16), "float32")
     mod(a, b, c)
     np.testing.assert_allclose(c, a @ b * 0.5, rtol=1e-4, atol=1e-5)
-    task.print_best(tmp_path)
+    task.print_best()
     out = capsys.readouterr().out
     assert out.startswith("# scaled_matmul(24, 16, 8, 0.5): best ")
     assert "b0 = sch.get_block(name='C')" in out
     with pytest.raises(KeyError, match="no workload 'nope' is registered"):
         Task("nope")
+    with pytest.raises(ValueError, match="has not been tuned in this session"):
+        Task("scaled_matmul", (4, 4, 4, 1.0)).print_best()
 
 
 def test_tune_tasks_with_explicit_contexts():

@@ -60,22 +60,32 @@ class Task:
         self.func = te.create_prim_func(list(tensors), name=fn.__name__)
         shown = ", ".join([repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()])
         self.name = f"{fn.__name__}({shown})"
+        self.database = None  # where tune() kept the results; the default for the methods below
 
     def __repr__(self):
         return f"Task({self.name}, target={self.target})"
 
     def tune(self, work_dir=None, *, max_trials: int = 64, **kwargs) -> Database:
-        return tune_tir(self.func, self.target, work_dir, max_trials_global=max_trials,
-                        task_name=self.name, **kwargs)
+        self.database = tune_tir(self.func, self.target, work_dir, max_trials_global=max_trials,
+                                 task_name=self.name, **kwargs)
+        return self.database
+
+    def _db(self, work_dir, database) -> Database:
+        if work_dir is None and database is None:
+            if self.database is None:
+                raise ValueError(f"{self.name} has not been tuned in this session; pass the "
+                                 "work_dir (or database) that holds its records")
+            return self.database
+        return _database(database, work_dir)
 
     def best_record(self, work_dir=None, *, database=None):
-        db = _database(database, work_dir)
+        db = self._db(work_dir, database)
         recs = db.query_tuning_record(self.func, self.target, k=1)
         return recs[0] if recs else None
 
     def apply_best(self, work_dir=None, *, database=None, num_threads: int | None = None):
         """The compiled module of the best (verified) record."""
-        return compile_tir(_database(database, work_dir), self.func, self.target,
+        return compile_tir(self._db(work_dir, database), self.func, self.target,
                            num_threads=num_threads)
 
     def print_best(self, work_dir=None, *, database=None, file=None) -> None:
