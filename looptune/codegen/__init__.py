@@ -1,5 +1,6 @@
 """Lowering passes and the C-family renderers."""
 from .cstyle import CRenderer, CStyleRenderer, render_c
-from .lower import lower
+from .lower import finish_lowering, lower, lower_loops
 
-__all__ = ["CRenderer", "CStyleRenderer", "lower", "render_c"]
+__all__ = ["CRenderer", "CStyleRenderer", "finish_lowering", "lower",
+           "lower_loops", "render_c"]

@@ -3,16 +3,27 @@ results. The task scheduler drives them: pre_tuning, then generate_measure_candi
 notify_runner_results until the strategy returns None, then post_tuning."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from ...codegen.lower import lower_loops
 from ...schedule import Schedule
+from ...tir.func import PrimFunc
 from ..registry import Registry
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class MeasureCandidate:
     sch: Schedule      # the finished (postprocessed) schedule
     sch_hash: str      # structural hash of sch.func, for de-duplication
+    _loops: PrimFunc | None = field(default=None, repr=False)
+
+    @property
+    def lowered(self) -> PrimFunc:
+        """Stage-1 lowering of the schedule (`codegen.lower_loops`), computed once and shared
+        by verification, feature extraction and the builder."""
+        if self._loops is None:
+            self._loops = lower_loops(self.sch.func)
+        return self._loops
 
 
 class SearchStrategy:
