@@ -61,6 +61,15 @@ class Schedule:
             return self._int(rv)
         raise TypeError(f"not a schedule handle: {rv!r}")
 
+    def lowered(self):
+        """The current function after stage-1 lowering (`codegen.lower_loops`), cached until
+        the schedule changes: verification, features and the build share it."""
+        cached = getattr(self, "_lowered", None)
+        if cached is None or cached[0] is not self.state.func:
+            from ..codegen.lower import lower_loops
+            cached = self._lowered = (self.state.func, lower_loops(self.state.func))
+        return cached[1]
+
     def show(self) -> str:
         return self.func.script()
 

@@ -13,6 +13,7 @@ class BuilderInput:
     func: PrimFunc                 # the scheduled function
     target: Target
     meta: dict = field(default_factory=dict)  # header info: workload hash, trace length
+    lowered: PrimFunc | None = None  # its stage-1 lowering (codegen.lower_loops), if known
 
 
 @dataclass(frozen=True)

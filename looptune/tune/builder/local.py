@@ -7,7 +7,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ...codegen import CRenderer, lower
+from ...codegen import CRenderer, finish_lowering, lower_loops
 from ...runtime.compiler import compile_shared
 from ...runtime.error import BuildError
 from .base import Builder, BuilderInput, BuilderResult
@@ -27,7 +27,8 @@ class LocalBuilder(Builder):
         if inp.target.kind != "cpu":
             raise NotImplementedError(f"building for {inp.target.kind} is not supported yet")
         func = inp.func
-        source = CRenderer().render(lower(func, vector_bits=inp.target.vector_bits),
+        loops = inp.lowered if inp.lowered is not None else lower_loops(func)
+        source = CRenderer().render(finish_lowering(loops, vector_bits=inp.target.vector_bits),
                                     meta=inp.meta)
         return CRenderer.symbol(func), source
 

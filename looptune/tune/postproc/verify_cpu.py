@@ -2,7 +2,6 @@
 vector loops wider than the limit, or local buffers too large for a thread's stack."""
 from __future__ import annotations
 
-from ...codegen.passes import accumulation_loops, compact_buffers, lower_blocks
 from ...tir import dtype as dt
 from ...tir.functor import visit
 from ...tir.stmt import Allocate, For
@@ -28,6 +27,5 @@ class VerifyCPU(Postproc):
         visit(sch.func.body, fn)
         if bad:
             return False
-        low = compact_buffers(lower_blocks(sch.func), accumulation_loops(sch.func))
-        visit(low.body, fn)  # local buffer sizes are known once compacted  # local buffer sizes are known here
+        visit(sch.lowered().body, fn)  # local buffer sizes are known once compacted
         return not bad

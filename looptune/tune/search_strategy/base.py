@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...codegen.lower import lower_loops
 from ...schedule import Schedule
 from ...tir.func import PrimFunc
 from ..registry import Registry
@@ -22,7 +21,7 @@ class MeasureCandidate:
         """Stage-1 lowering of the schedule (`codegen.lower_loops`), computed once and shared
         by verification, feature extraction and the builder."""
         if self._loops is None:
-            self._loops = lower_loops(self.sch.func)
+            self._loops = self.sch.lowered()
         return self._loops
 
 

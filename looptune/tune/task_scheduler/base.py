@@ -112,7 +112,8 @@ class TaskScheduler:
         ctx = task.context
         meta = {"workload": task.workload.key}
         built = builder.build([BuilderInput(c.sch.func, ctx.target,
-                                            {**meta, "trace": f"{len(c.sch.trace)} instructions"})
+                                            {**meta, "trace": f"{len(c.sch.trace)} instructions"},
+                                            lowered=c.lowered)
                                for c in cands])
         results = []
         for cand, b in zip(cands, built):
