@@ -12,7 +12,7 @@ import pytest
 import looptune as lt
 from looptune import te
 from looptune.build import generate_source
-from looptune.codegen import lower
+from looptune.codegen import CRenderer, lower
 from looptune.schedule import Schedule
 from looptune.target import host
 from looptune.tir import structural_hash
@@ -62,10 +62,21 @@ def test_vectorized_loop_uses_256_bit_instructions(rng):
 
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="needs objdump")
 @pytest.mark.skipif("avx2" not in host().features, reason="needs an AVX2 host")
-def test_wide_vector_loops_are_split_to_the_register_width():
-    mod = lt.build(vectorized(elementwise(), lanes=32))
-    assert "lt_float32x8" in mod.source and "lt_float32x32" not in mod.source
-    assert "%zmm" not in kernel_asm(mod)
+@pytest.mark.parametrize("bits", [128, 256, 512])
+def test_wide_vector_loops_are_split_to_the_given_register_width(bits):
+    sch = vectorized(elementwise(), lanes=64)
+    src = CRenderer().render(lower(sch.func, vector_bits=bits))
+    lanes = bits // 32
+    assert f"lt_float32x{lanes} " in src
+    assert not any(f"lt_float32x{n} " in src for n in (2 * lanes, 4 * lanes, 64))
+
+
+def test_wide_vector_loops_are_split_to_the_host_register_width():
+    lanes = host().vector_bits // 32
+    mod = lt.build(vectorized(elementwise(), lanes=64))
+    assert f"lt_float32x{lanes} " in mod.source and "lt_float32x64" not in mod.source
+    if host().vector_bits < 512 and shutil.which("objdump"):
+        assert "%zmm" not in kernel_asm(mod)
 
 
 def test_fallback_vectorization_keeps_a_simd_pragma(rng):
