@@ -158,4 +158,4 @@ def test_from_json_rejects_garbage():
     with pytest.raises(ScheduleError, match="format version"):
         Trace.from_json({"insts": []})
     with pytest.raises(ScheduleError, match="unknown instruction kind"):
-        Trace.from_json({"version": 1, "insts": [["Frobnicate", [], [], []]], "decisions": []})
+        Trace.from_json({"version": 2, "insts": [["Frobnicate", [], [], []]], "decisions": []})

@@ -207,6 +207,15 @@ class Schedule:
         return list(self._apply("SamplePerfectTile", [loop], [n, max_innermost_factor],
                                 None if decision is None else tuple(decision)))
 
+    def sample_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 16,
+                    decision=None) -> list[ExprRV]:
+        """n tile sizes that may over-cover the loop: the innermost is any divisor, or a small
+        or 8-aligned non-divisor wasting little (6 on 1024: a 6x16 register tile), and the
+        outer ones multiply to ceil(extent / innermost). Split by them, the loop gets a
+        guarded tail, which lowering partitions off the guard-free main part."""
+        return list(self._apply("SampleTile", [loop], [n, max_innermost_factor],
+                                None if decision is None else tuple(decision)))
+
     def sample_categorical(self, candidates, probs=None, decision=None) -> ExprRV:
         """One of `candidates` (ints), drawn with probabilities `probs` (uniform if None)."""
         candidates = tuple(candidates)

@@ -7,7 +7,9 @@ import json
 from dataclasses import dataclass
 from typing import Callable
 
-TRACE_FORMAT_VERSION = 1
+# 2: sample_compute_location's decision indexes the loops the consumers share (1: the legal
+#    ones), and sample_tile exists
+TRACE_FORMAT_VERSION = 2
 
 
 class RV:
@@ -139,7 +141,7 @@ def _format(inst: Instruction, decision, names: _RVNames, *, python: bool) -> st
 
 # instructions whose outputs are a list even when it has one element
 _LIST_OUTPUTS = {"GetLoops", "Split", "GetChildBlocks", "GetProducers", "GetConsumers",
-                 "SamplePerfectTile"}
+                 "SamplePerfectTile", "SampleTile"}
 
 
 class Trace:
@@ -197,8 +199,12 @@ class Trace:
 
         if isinstance(obj, str):
             obj = json.loads(obj)
-        if not isinstance(obj, dict) or obj.get("version") != TRACE_FORMAT_VERSION:
-            raise ScheduleError(f"not a looptune trace of format version {TRACE_FORMAT_VERSION}")
+        if not isinstance(obj, dict) or "version" not in obj:
+            raise ScheduleError("not a looptune trace (no format version)")
+        if obj["version"] != TRACE_FORMAT_VERSION:
+            raise ScheduleError(f"a trace of format version {obj['version']!r}; this looptune "
+                                f"replays version {TRACE_FORMAT_VERSION} only: re-tune to get "
+                                "records in the current format")
         rvs: dict = {}
 
         def rv(name: str):

@@ -209,8 +209,9 @@ def reverse_compute_at(sch, inputs, attrs, decision):
     return []
 
 
-def compute_location_candidates(sch, block_rv) -> list:
-    """Loops at which compute_at(block, loop) is legal, outermost first (found by trying)."""
+def _location_loops(sch, block_rv) -> list:
+    """The loops every consumer of the block shares, outermost first: where compute_at may
+    put it (legality is checked by trying)."""
     entry = sch._block(block_rv)
     b = entry.node.block
     if len(b.writes) != 1:
@@ -225,36 +226,50 @@ def compute_location_candidates(sch, block_rv) -> list:
     for br in consumers:
         loops = [p for p in sch.state.block(br.block.name).parents if isinstance(p, For)]
         common = loops if common is None else [lp for lp in common if any(lp is q for q in loops)]
-    out = []
-    for lp in common or []:
-        trial = sch.copy()
-        rv = trial._new(LoopRV, lp.loop_var)
-        try:
-            trial._apply("ComputeAt", [block_rv, rv], [False])
-        except ScheduleError:
-            continue
-        out.append(lp.loop_var)
-    return out
+    return common or []
 
 
-def can_inline(sch, block_rv) -> bool:
+def _legal(sch, block_rv, target) -> bool:
     trial = sch.copy()
     try:
-        trial._apply("ComputeInline", [block_rv], [])
+        if target == INLINE:
+            trial._apply("ComputeInline", [block_rv], [])
+        elif target != ROOT:
+            trial._apply("ComputeAt", [block_rv, trial._new(LoopRV, target)], [False])
         return True
     except ScheduleError:
         return False
 
 
+def compute_location_candidates(sch, block_rv) -> list:
+    """Loops at which compute_at(block, loop) is legal, outermost first (found by trying)."""
+    return [lp.loop_var for lp in _location_loops(sch, block_rv)
+            if _legal(sch, block_rv, lp.loop_var)]
+
+
+def can_inline(sch, block_rv) -> bool:
+    return _legal(sch, block_rv, INLINE)
+
+
 @instruction("SampleComputeLocation", "sample_compute_location", inputs=("block",), pure=True,
              sampling=True)
 def sample_compute_location(sch, inputs, attrs, decision):
-    loops = compute_location_candidates(sch, inputs[0])
-    choices = list(range(len(loops))) + [-1] + ([-2] if can_inline(sch, inputs[0]) else [])
+    """decision: an index into the loops all consumers share (outermost first), -1 for where
+    the block is (root), -2 for inline. Sampling tries the choices in random order and takes
+    the first legal one - a uniform pick among the legal ones at the cost of a few trials. A
+    given decision is not tried here: the compute_at that follows refuses an illegal one."""
+    loops = [lp.loop_var for lp in _location_loops(sch, inputs[0])]
     if decision is None:
-        decision = sch.rand.choice(choices)
-    elif decision not in choices:
-        raise ScheduleError(f"sample_compute_location: decision {decision!r} is not one of the "
-                            f"{len(choices)} legal locations of this block")
-    target = loops[decision] if decision >= 0 else (ROOT if decision == -1 else INLINE)
-    return [sch._new(LoopRV, target)], decision
+        choices = list(range(len(loops))) + [-1, -2]
+        sch.rand.shuffle(choices)
+        decision = next(d for d in choices
+                        if d == -1 or _legal(sch, inputs[0], _target(loops, d)))
+    elif not isinstance(decision, int) or not -2 <= decision < len(loops):
+        raise ScheduleError(f"sample_compute_location: decision {decision!r} is not a location "
+                            f"of this block (-2 inline, -1 root, or 0..{len(loops) - 1}: a loop "
+                            "its consumers share)")
+    return [sch._new(LoopRV, _target(loops, decision))], decision
+
+
+def _target(loops, decision):
+    return loops[decision] if decision >= 0 else (ROOT if decision == -1 else INLINE)

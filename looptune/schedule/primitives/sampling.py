@@ -77,3 +77,51 @@ def sample_categorical(sch, inputs, attrs, decision):
     if not isinstance(value, int):
         raise ScheduleError(f"sample_categorical: candidates must be ints, got {value!r}")
     return [sch._new(ExprRV, value)], decision
+
+
+@lru_cache(maxsize=4096)
+def tile_inner_choices(extent: int, max_innermost_factor: int, max_waste: float = 0.1) -> tuple:
+    """Innermost factors sample_tile may pick: the divisors of the extent, and the small
+    (<= 16) or 8-aligned factors that do not divide it but waste at most `max_waste` of the
+    iterations on the guarded tail (loop partitioning keeps the main part guard-free)."""
+    out = []
+    for d in range(1, min(extent, max_innermost_factor) + 1):
+        waste = (-(-extent // d) * d - extent) / extent
+        if extent % d == 0 or ((d <= 16 or d % 8 == 0) and waste <= max_waste):
+            out.append(d)
+    return tuple(out) or (1,)
+
+
+def sample_partitioned_tile(rand, extent: int, n: int, max_innermost_factor: int) -> tuple:
+    if n == 1:
+        return (extent,)
+    inner = rand.choice(tile_inner_choices(extent, max_innermost_factor))
+    outer = -(-extent // inner)
+    factors = [1] * (n - 1)
+    for p in prime_factors(outer):
+        factors[rand.randrange(n - 1)] *= p
+    return tuple(factors) + (inner,)
+
+
+def check_partitioned_tile(decision, extent: int, n: int) -> bool:
+    """n positive ints whose outer n-1 multiply to ceil(extent / innermost)."""
+    return (len(decision) == n and all(isinstance(d, int) and d >= 1 for d in decision)
+            and decision[-1] <= extent and prod(decision[:-1]) == -(-extent // decision[-1]))
+
+
+@instruction("SampleTile", "sample_tile", inputs=("loop",), attrs=("n", "max_innermost_factor"),
+             pure=True, sampling=True)
+def sample_tile_instruction(sch, inputs, attrs, decision):
+    loop = sch._loop(inputs[0]).node
+    n, max_inner = attrs
+    if not isinstance(n, int) or n < 1:
+        raise ScheduleError(f"sample_tile: n must be a positive int, got {n!r}")
+    if decision is None:
+        decision = sample_partitioned_tile(sch.rand, loop.extent, n, max_inner)
+    else:
+        decision = tuple(decision)
+        if not check_partitioned_tile(decision, loop.extent, n):
+            raise ScheduleError(f"sample_tile: decision {list(decision)} is not {n} tile sizes of "
+                                f"loop {loop.loop_var.name} (extent {loop.extent}): the outer "
+                                "ones must multiply to ceil(extent / innermost)")
+    return [sch._new(ExprRV, d) for d in decision], decision

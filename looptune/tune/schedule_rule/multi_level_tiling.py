@@ -19,15 +19,26 @@ TILED = "meta_schedule.tiling_structure"
 
 @ScheduleRule.registry.register("multi-level-tiling")
 class MultiLevelTiling(ScheduleRule):
-    def __init__(self, structure: str = "SSRSRS", max_innermost_factor: int = 64,
-                 write_levels=(1, 2), write_scope: str = "local", read_levels=()):
+    def __init__(self, structure: str = "SSRSRS", max_innermost_factor: int | None = None,
+                 write_levels=(1, 2), write_scope: str = "local", read_levels=(),
+                 tile_sampler: str = "partitioned"):
+        """max_innermost_factor None: 4 x the target's float32 vector lanes. tile_sampler:
+        "perfect" (sample_perfect_tile: factors divide the extent) or "partitioned"
+        (sample_tile on spatial loops: the innermost may leave a guarded tail)."""
         if set(structure) - {"S", "R"} or "S" not in structure:
             raise ValueError(f"structure {structure!r} must be made of S and R")
+        if tile_sampler not in ("perfect", "partitioned"):
+            raise ValueError(f"tile_sampler {tile_sampler!r} must be 'perfect' or 'partitioned'")
+        self.tile_sampler = tile_sampler
         self.structure = structure
         self.max_innermost_factor = max_innermost_factor
         self.write_levels = tuple(write_levels)
         self.write_scope = write_scope
         self.read_levels = tuple(read_levels)
+
+    def initialize_with_tune_context(self, context) -> None:
+        if self.max_innermost_factor is None:
+            self.max_innermost_factor = 4 * context.target.vector_lanes_f32
 
     def apply(self, sch, block) -> list:
         b = sch.get(block)
@@ -80,7 +91,9 @@ class MultiLevelTiling(ScheduleRule):
         levels = {"S": [[] for _ in range(n_s)], "R": [[] for _ in range(n_r)]}
         for loop, kind in zip(sch.get_loops(block), kinds):
             n = n_s if kind == "S" else n_r
-            tiles = sch.sample_perfect_tile(loop, n=n, max_innermost_factor=self.max_innermost_factor)
+            sample = (sch.sample_tile if kind == "S" and self.tile_sampler == "partitioned"
+                      else sch.sample_perfect_tile)
+            tiles = sample(loop, n=n, max_innermost_factor=self.max_innermost_factor or 64)
             for k, piece in enumerate(sch.split(loop, tiles) if n > 1 else [loop]):
                 levels[kind][k].append(piece)
         count = {"S": 0, "R": 0}

@@ -1,6 +1,6 @@
-"""ParallelizeVectorizeUnroll: on the root block, record how much to parallelize and
-vectorize (applied by the postprocessor once the loop structure is final) and sample how far
-to unroll."""
+"""ParallelizeVectorizeUnroll: on the root block, sample how much to parallelize (jobs per
+core) and how far to unroll, and record how much to vectorize; the postprocessor applies them
+once the loop structure is final. Both samples are decisions the mutators change."""
 from __future__ import annotations
 
 from .base import ScheduleRule
@@ -11,9 +11,13 @@ VECTORIZE = "meta_schedule.vectorize"
 
 @ScheduleRule.registry.register("parallel-vectorize-unroll")
 class ParallelizeVectorizeUnroll(ScheduleRule):
-    def __init__(self, max_jobs_per_core: int = 16, max_vectorize_extent: int = 64,
+    def __init__(self, jobs_per_core=(1, 4, 16, 64), max_vectorize_extent: int = 64,
                  unroll_max_steps=(0, 16, 64, 512), unroll_explicit: bool = True):
-        self.max_jobs_per_core = max_jobs_per_core
+        """jobs_per_core: the choices for the parallel extent, in jobs per core (one int
+        fixes it; () or 0 turns parallelization off)."""
+        if isinstance(jobs_per_core, int):
+            jobs_per_core = (jobs_per_core,) if jobs_per_core > 0 else ()
+        self.jobs_per_core = tuple(jobs_per_core)
         self.max_vectorize_extent = max_vectorize_extent
         self.unroll_max_steps = tuple(unroll_max_steps)
         self.unroll_explicit = unroll_explicit
@@ -25,8 +29,11 @@ class ParallelizeVectorizeUnroll(ScheduleRule):
     def apply(self, sch, block) -> list:
         if sch.get(block).name != "root":
             return [sch]
-        if self.max_jobs_per_core > 0:
-            sch.annotate(block, PARALLEL, self.max_jobs_per_core * self.cores)
+        if self.jobs_per_core:
+            n = len(self.jobs_per_core)
+            jobs = sch.sample_categorical([j * self.cores for j in self.jobs_per_core],
+                                          [1.0 / n] * n)
+            sch.annotate(block, PARALLEL, jobs)
         if self.max_vectorize_extent > 0:
             sch.annotate(block, VECTORIZE, self.max_vectorize_extent)
         if self.unroll_max_steps:
