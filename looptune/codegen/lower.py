@@ -1,8 +1,8 @@
 """The lowering pipeline: scheduled PrimFunc -> flat, loop-only IR ready to render.
 
 It runs in two stages so a tuning candidate is analysed once and shared: `lower_loops`
-(blocks to loops, buffer compaction, loop partitioning, unroll marking) is cheap and is what
-verification and the cost model's features read; `finish_lowering` (explicit unrolling,
+(blocks to loops, buffer compaction, unroll marking) is cheap and is what verification and
+the cost model's features read; `finish_lowering` (loop partitioning, explicit unrolling,
 flattening, vectorization) produces what the renderer prints."""
 from __future__ import annotations
 
@@ -12,17 +12,18 @@ from .passes import (accumulation_loops, auto_unroll, compact_buffers, flatten, 
 
 
 def lower_loops(func: PrimFunc) -> PrimFunc:
-    """Stage 1: loops only (no blocks), compacted buffers, partitioned loops, and the loops
-    to unroll marked `unrolled` (explicit copies are made in stage 2)."""
+    """Stage 1: loops only (no blocks), compacted buffers, and the loops to unroll marked
+    `unrolled` (explicit copies are made in stage 2). Guards of non-dividing splits are still
+    in place: partitioning them off, which can copy loop nests many times, is stage 2's."""
     f = compact_buffers(lower_blocks(func), accumulation_loops(func))
-    return f.with_body(auto_unroll(partition_loops(f.body)))
+    return f.with_body(auto_unroll(f.body))
 
 
 def finish_lowering(loops: PrimFunc, *, vectorize: bool = True,
                     vector_bits: int = 256) -> PrimFunc:
-    """Stage 2, on the output of `lower_loops`: explicit unrolling, flattening (with
-    simplification), vectorization and C integer division."""
-    f = flatten(loops.with_body(unroll_explicit(loops.body)))
+    """Stage 2, on the output of `lower_loops`: loop partitioning, explicit unrolling,
+    flattening (with simplification), vectorization and C integer division."""
+    f = flatten(loops.with_body(unroll_explicit(partition_loops(loops.body))))
     if not vectorize:
         return f
     return f.with_body(lower_intdiv(vectorize_loops(f.body, vector_bits)))
