@@ -1,0 +1,17 @@
+"""Program features: fixed-width float32 rows describing a candidate's lowered loop IR, the
+input of the learned cost models (see per_store.py for the columns)."""
+from __future__ import annotations
+
+from .base import FeatureExtractor
+from .per_store import (ACCESS_SLOTS, FEATURE_VERSION, FEATURE_WIDTH, PerStoreFeature,
+                        feature_docs, feature_names, store_features)
+
+
+def extract(candidates, target=None, *, extractor="per-store") -> list:
+    """One (n_stores, FEATURE_WIDTH) float32 array per candidate (a MeasureCandidate,
+    Schedule, or PrimFunc). `target` (default: this machine) supplies the cache sizes."""
+    return FeatureExtractor.create(extractor).extract(candidates, target=target)
+
+
+__all__ = ["ACCESS_SLOTS", "FEATURE_VERSION", "FEATURE_WIDTH", "FeatureExtractor",
+           "PerStoreFeature", "extract", "feature_docs", "feature_names", "store_features"]

@@ -1,0 +1,381 @@
+"""Per-store features, version 1: one row per BufferStore of a candidate's stage-1 lowered IR
+(`codegen.lower_loops`), describing the statement's arithmetic, the buffers it touches, the
+loop nest around it, its allocations and whether its working set fits the Target's caches.
+
+The columns are `feature_names()`; each is documented in `_SCALAR` / `_ACCESS` below. Counts,
+bytes and extents are stored as log2(1 + x) (marked "log"), flags and small integers raw.
+Strides, footprints and reuse come from evaluating index expressions (access.py). Loops of
+extent 1 are ignored throughout.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...target import Target
+from ...tir import dtype as dt
+from ...tir.expr import Binary, Broadcast, BufferLoad, Call, Cast, Not, Ramp, Select
+from ...tir.stmt import Allocate, BufferStore, For, IfThenElse, SeqStmt
+from .access import Access
+from .base import FeatureExtractor, empty, lowered_of
+
+FEATURE_VERSION = 1
+ACCESS_SLOTS = 5          # buffers described per store (largest bytes first), zero-padded
+CACHE_LINE_BYTES = 64
+LOOP_KINDS = (("vec", "vectorized"), ("unroll", "unrolled"), ("parallel", "parallel"))
+POSITIONS = ("inner_spatial", "middle_spatial", "outer_spatial", "inner_reduce",
+             "middle_reduce", "outer_reduce", "mixed")
+
+# (name, log-transformed?, meaning). Arithmetic counts are of the stored value (buffer index
+# arithmetic is left out: stage 2 simplifies it away), multiplied by the store's trip count.
+_ARITH = [
+    ("float_mad", True, "float a*b+c and a*b-c (FMA candidates; the mul is not counted again)"),
+    ("float_addsub", True, "other float additions and subtractions"),
+    ("float_mul", True, "other float multiplications"),
+    ("float_div", True, "float divisions"),
+    ("float_minmax", True, "float min/max"),
+    ("float_cmp", True, "float comparisons"),
+    ("float_math", True, "math intrinsics: exp, log, sqrt, tanh, erf, ..."),
+    ("int_addsub", True, "integer additions and subtractions"),
+    ("int_mul", True, "integer multiplications"),
+    ("int_divmod", True, "integer floordiv, floormod, tdiv, tmod"),
+    ("int_cmp", True, "integer comparisons and min/max"),
+    ("bool_op", True, "and, or, not"),
+    ("select", True, "selects (if_then_else, e.g. padding)"),
+    ("cast", True, "type conversions"),
+    ("other_call", True, "other intrinsics (abs)"),
+    ("loads", True, "buffer loads"),
+]
+_SCALAR = _ARITH + [
+    # the loop nest around the store (loops of extent 1 ignored)
+    ("num_loops", False, "number of enclosing loops"),
+    ("trip", True, "product of all enclosing extents: how often the store runs"),
+    ("innermost_extent", True, "extent of the innermost loop"),
+    ("outermost_extent", True, "extent of the outermost loop"),
+    ("num_reduce_loops", False, "loops the stored index does not depend on"),
+    ("reduce_prod", True, "product of their extents"),
+    ("auto_unroll_max_step", True, "pragma_auto_unroll_max_step of the enclosing loops"),
+    ("num_guards", False, "enclosing IfThenElse statements"),
+    ("is_init", False, "1 if the value loads nothing (an initialisation)"),
+]
+for _short, _kind in LOOP_KINDS:
+    _SCALAR += [
+        (f"{_short}_num", False, f"number of {_kind} loops"),
+        (f"{_short}_prod", True, f"product of the extents of {_kind} loops"),
+        (f"{_short}_len", True, f"extent of the innermost {_kind} loop"),
+    ] + [(f"{_short}_pos_{p}", False, f"one-hot: the {_kind} loops are the {p.replace('_', ' ')}"
+          " loop(s) of the nest (spatial: the stored index depends on it)") for p in POSITIONS]
+_SCALAR += [
+    # allocations (Allocate nodes of compacted local buffers and intermediates)
+    ("store_local", False, "1 if the stored buffer is local scope"),
+    ("alloc_bytes", True, "bytes of the stored buffer's allocation (0: a parameter)"),
+    ("alloc_outer_prod", True, "product of the extents of the loops around that allocation"),
+    ("alloc_inner_prod", True, "stores per allocation: trip / alloc_outer_prod"),
+    ("local_bytes", True, "bytes of all local allocations in scope of the store"),
+    # working set: unique bytes of all accesses of the store inside a loop level
+    ("ws_bytes", True, "unique bytes the whole nest touches"),
+]
+for _c in ("l1", "l2", "l3"):
+    _SCALAR += [
+        (f"{_c}_fit_loops", False, f"innermost loops whose working set fits in {_c.upper()}"),
+        (f"{_c}_fit_iters", True, "product of their extents"),
+        (f"{_c}_fit_all", False, f"1 if the whole nest's working set fits in {_c.upper()}"),
+    ]
+_SCALAR += [
+    ("flops_per_byte", True, "float ops / ws_bytes: arithmetic intensity of the nest"),
+    ("l1_flops_per_byte", True, "float ops / bytes inside the largest L1-resident loop level"),
+]
+# per buffer accessed by the store (the store's buffer and every loaded one)
+_ACCESS = [
+    ("read", False, "one-hot access type: read only"),
+    ("write", False, "one-hot access type: written only"),
+    ("rw", False, "one-hot access type: read and written"),
+    ("local", False, "1 if the buffer is local scope"),
+    ("bytes", True, "bytes accessed: accesses x element size"),
+    ("unique_bytes", True, "distinct bytes touched by the nest"),
+    ("lines", True, "cache lines fetched, counting consecutive hits on a line once"),
+    ("unique_lines", True, "distinct cache lines touched"),
+    ("stride", True, "|stride| in elements of the innermost loop that changes the index"),
+    ("stride_depth", False, "which loop that is: 1 = innermost, 0 = none"),
+    ("reuse_depth", False, "innermost loop the index does not depend on (carries reuse): "
+                           "1 = innermost, 0 = no reuse"),
+    ("reuse_ct", True, "its extent: how often each element is reused"),
+    ("reuse_dis_iter", True, "iterations between reuses (product of loops inside it)"),
+    ("reuse_dis_bytes", True, "bytes the store touches between reuses"),
+    ("bytes_d_reuse_ct", True, "bytes / reuse_ct"),
+    ("unique_bytes_d_reuse_ct", True, "unique_bytes / reuse_ct"),
+]
+
+_COLUMNS = list(_SCALAR) + [(f"buf{k}.{name}", log, doc) for k in range(ACCESS_SLOTS)
+                            for name, log, doc in _ACCESS]
+FEATURE_WIDTH = len(_COLUMNS)
+_LOG_MASK = np.array([log for _, log, _ in _COLUMNS])
+_N_SCALAR = len(_SCALAR)
+
+
+def feature_names() -> list:
+    """The FEATURE_WIDTH column names, in order."""
+    return [name for name, _, _ in _COLUMNS]
+
+
+def feature_docs() -> list:
+    """(name, meaning) of every column, log-transformed ones marked."""
+    return [(name, ("log2(1+x) of " if log else "") + doc) for name, log, doc in _COLUMNS]
+
+
+@FeatureExtractor.registry.register("per-store")
+class PerStoreFeature(FeatureExtractor):
+    version = FEATURE_VERSION
+    width = FEATURE_WIDTH
+
+    def names(self) -> list:
+        return feature_names()
+
+    def extract(self, candidates, *, target=None) -> list:
+        target = Target.create("cpu" if target is None else target)
+        return [store_features(lowered_of(c), target) for c in candidates]
+
+
+def store_features(func, target: Target) -> np.ndarray:
+    """The (n_stores, FEATURE_WIDTH) matrix of a stage-1 lowered PrimFunc."""
+    w = _Walker(target)
+    w.stmt(func.body)
+    if not w.rows:
+        return empty(FEATURE_WIDTH)
+    m = np.array(w.rows, dtype=np.float64)
+    m[:, _LOG_MASK] = np.log2(1.0 + np.maximum(m[:, _LOG_MASK], 0.0))
+    return m.astype(np.float32)
+
+
+# ------------------------------------------------------------------ arithmetic counting
+_A = {name: i for i, (name, _, _) in enumerate(_ARITH)}
+_FLOAT_OPS = {"+": _A["float_addsub"], "-": _A["float_addsub"], "*": _A["float_mul"],
+              "/": _A["float_div"], "min": _A["float_minmax"], "max": _A["float_minmax"]}
+_INT_OPS = {"+": _A["int_addsub"], "-": _A["int_addsub"], "*": _A["int_mul"],
+            "//": _A["int_divmod"], "%": _A["int_divmod"], "tdiv": _A["int_divmod"],
+            "tmod": _A["int_divmod"], "min": _A["int_cmp"], "max": _A["int_cmp"]}
+_FLOPS_WEIGHT = [0.0] * len(_ARITH)
+for _name, _w in (("float_mad", 2), ("float_addsub", 1), ("float_mul", 1), ("float_div", 1),
+                  ("float_minmax", 1), ("float_cmp", 1), ("float_math", 1)):
+    _FLOPS_WEIGHT[_A[_name]] = _w
+
+
+def _is_float(dtype: str) -> bool:
+    return dt.is_float(dtype)
+
+
+def _is_fmul(e) -> bool:
+    return type(e) is Binary and e.op == "*" and _is_float(e.dtype)
+
+
+def _count(e, c: list, loads: list) -> None:
+    """Add e's operations to the counters `c` and its loads to `loads`."""
+    t = type(e)
+    if t is Binary:
+        op = e.op
+        if op in ("and", "or"):
+            c[_A["bool_op"]] += 1
+        elif _is_float(e.a.dtype):
+            if op in ("+", "-") and (_is_fmul(e.a) or _is_fmul(e.b)):
+                m, other = (e.a, e.b) if _is_fmul(e.a) else (e.b, e.a)
+                c[_A["float_mad"]] += 1
+                _count(m.a, c, loads)
+                _count(m.b, c, loads)
+                _count(other, c, loads)
+                return
+            c[_FLOAT_OPS.get(op, _A["float_cmp"])] += 1
+        else:
+            c[_INT_OPS.get(op, _A["int_cmp"])] += 1
+        _count(e.a, c, loads)
+        _count(e.b, c, loads)
+    elif t is BufferLoad:
+        c[_A["loads"]] += 1
+        loads.append(e)
+    elif t is Select:
+        c[_A["select"]] += 1
+        _count(e.cond, c, loads)
+        _count(e.true_value, c, loads)
+        _count(e.false_value, c, loads)
+    elif t is Cast:
+        c[_A["cast"]] += 1
+        _count(e.value, c, loads)
+    elif t is Call:
+        c[_A["float_math"] if _is_float(e.dtype) and e.op != "abs" else _A["other_call"]] += 1
+        for a in e.args:
+            _count(a, c, loads)
+    elif t is Not:
+        c[_A["bool_op"]] += 1
+        _count(e.a, c, loads)
+    elif t is Broadcast:
+        _count(e.value, c, loads)
+    elif t is Ramp:
+        _count(e.base, c, loads)
+
+
+class _Walker:
+    def __init__(self, target: Target):
+        self.caches = (target.l1d_bytes, target.l2_bytes, target.l3_bytes)
+        self.rows = []
+        self.loops = []        # (var, extent, kind) of the enclosing loops of extent > 1
+        self.env = {}          # their vars -> (1, extent - 1): where indices are evaluated
+        self.pos = {}          # their vars -> position in self.loops
+        self.memo = {}         # id(index expr) -> _points result, valid while no var is rebound
+        self.bound = set()     # every loop var met so far
+        self.allocs = []       # (buffer, number of enclosing loops)
+        self.guards = 0
+        self.unroll_steps = []
+
+    def stmt(self, s) -> None:
+        t = type(s)
+        if t is For:
+            trivial = s.extent <= 1
+            if s.loop_var in self.bound:  # a loop copy (partitioning): cached points are stale
+                self.memo = {}
+            self.bound.add(s.loop_var)
+            if not trivial:
+                self.pos[s.loop_var] = len(self.loops)
+                self.env[s.loop_var] = (1, s.extent - 1)
+                self.loops.append((s.loop_var, s.extent, s.kind))
+            step = s.annotation("pragma_auto_unroll_max_step")
+            if step is not None:
+                self.unroll_steps.append(step)
+            self.stmt(s.body)
+            if step is not None:
+                self.unroll_steps.pop()
+            if not trivial:
+                self.loops.pop()
+                del self.env[s.loop_var], self.pos[s.loop_var]
+        elif t is SeqStmt:
+            for x in s.stmts:
+                self.stmt(x)
+        elif t is Allocate:
+            self.allocs.append((s.buffer, len(self.loops)))
+            self.stmt(s.body)
+            self.allocs.pop()
+        elif t is IfThenElse:
+            self.guards += 1
+            self.stmt(s.then_case)
+            if s.else_case is not None:
+                self.stmt(s.else_case)
+            self.guards -= 1
+        elif t is BufferStore:
+            self.rows.append(self.store(s))
+
+    def store(self, s: BufferStore) -> list:
+        loops, env, pos = self.loops, self.env, self.pos
+        n = len(loops)
+        suffix = [1] * (n + 1)   # suffix[i]: product of the extents of loops i..n-1
+        for i in range(n - 1, -1, -1):
+            suffix[i] = suffix[i + 1] * loops[i][1]
+        trip = suffix[0]
+        ops = [0] * len(_ARITH)
+        loads = []
+        _count(s.value, ops, loads)
+
+        accesses = {}   # buffer -> list of Access (one per distinct index tuple)
+        memo = self.memo
+        written = Access(s.buffer, s.indices, loops, pos, env, memo)
+        written.write = True
+        accesses[s.buffer] = [written]
+        for ld in loads:
+            a = Access(ld.buffer, ld.indices, loops, pos, env, memo)
+            if ld.buffer is s.buffer and a.key == written.key:
+                written.read = True
+                continue
+            a.read = True
+            accesses.setdefault(ld.buffer, []).append(a)
+
+        spatial = written.dep
+        row = [x * trip for x in ops]
+        flops = sum(x * w for x, w in zip(ops, _FLOPS_WEIGHT)) * trip
+        reduce_ext = [e for (_, e, _), sp in zip(loops, spatial) if not sp]
+        row += [n, trip, loops[-1][1] if n else 0, loops[0][1] if n else 0,
+                len(reduce_ext), math.prod(reduce_ext) if reduce_ext else 0,
+                max(self.unroll_steps, default=0), self.guards, float(not loads)]
+        for _, kind in LOOP_KINDS:
+            row += _kind_features(loops, kind, spatial)
+        row += self._alloc_features(s.buffer, trip)
+
+        # working set per loop level: distinct bytes of every buffer inside loops i..n-1
+        ws = [0] * (n + 1)
+        for group in accesses.values():
+            eb = group[0].eb
+            fp = group[0].fp if len(group) == 1 else [max(c) for c in zip(*(a.fp for a in group))]
+            ws = [w + f * eb for w, f in zip(ws, fp)]
+        row.append(ws[0])
+        l1_level = n
+        for ci, cache in enumerate(self.caches):
+            level = n
+            while level > 0 and ws[level - 1] <= cache:
+                level -= 1
+            if ci == 0:
+                l1_level = level
+            row += [n - level, suffix[level], float(ws[0] <= cache)]
+        row += [flops / max(ws[0], 1), flops / trip * suffix[l1_level] / max(ws[l1_level], 1)]
+
+        slots = [_access_features(group, loops, suffix, ws) for group in accesses.values()]
+        slots.sort(key=lambda r: -r[4])
+        for r in slots[:ACCESS_SLOTS]:
+            row += r
+        row += [0.0] * (len(_ACCESS) * (ACCESS_SLOTS - min(len(slots), ACCESS_SLOTS)))
+        return row
+
+    def _alloc_features(self, buffer, trip) -> list:
+        alloc_bytes = outer = 0
+        local = 0
+        for b, depth in self.allocs:
+            nbytes = b.size * dt.nbytes(b.dtype)
+            if b.scope == "local":
+                local += nbytes
+            if b is buffer:
+                alloc_bytes = nbytes
+                outer = math.prod(e for _, e, _ in self.loops[:depth])
+        inner = trip / outer if outer else 0
+        return [float(buffer.scope == "local"), alloc_bytes, outer, inner, local]
+
+
+def _kind_features(loops, kind, spatial) -> list:
+    idx = [i for i, (_, _, k) in enumerate(loops) if k == kind]
+    out = [len(idx), math.prod(loops[i][1] for i in idx) if idx else 0,
+           loops[idx[-1]][1] if idx else 0]
+    onehot = [0.0] * len(POSITIONS)
+    if idx:
+        places = {_position(i, spatial) for i in idx}
+        onehot[POSITIONS.index(places.pop()) if len(places) == 1 else -1] = 1.0
+    return out + onehot
+
+
+def _position(i, spatial) -> str:
+    same = [j for j, sp in enumerate(spatial) if sp == spatial[i]]
+    where = "inner" if i == same[-1] else "outer" if i == same[0] else "middle"
+    return f"{where}_{'spatial' if spatial[i] else 'reduce'}"
+
+
+def _access_features(group, loops, suffix, ws) -> list:
+    """The _ACCESS columns of one buffer (several index tuples merged: the first describes
+    strides and reuse, the footprints are the largest)."""
+    a = group[0]
+    n, trip = len(loops), suffix[0]
+    read = any(x.read for x in group)
+    write = any(x.write for x in group)
+    eb = a.eb
+    nbytes = trip * eb * len(group) * (2 if read and write else 1)
+    unique = max(x.fp[0] for x in group) * eb
+    inner = next((i for i in range(n - 1, -1, -1) if a.dep[i]), None)
+    stride = abs(a.stride[inner]) if inner is not None else 0
+    line_elems = max(1, CACHE_LINE_BYTES // eb)
+    lines = math.prod(e for (_, e, _), d in zip(loops, a.dep) if d) * len(group)
+    if inner is not None and 0 < stride < line_elems:
+        lines /= max(1, min(loops[inner][1], line_elems // stride))
+    unique_lines = max(x.fp[0] for x in group) / max(1, min(line_elems, a.run))
+    reuse = next((i for i in range(n - 1, -1, -1) if not a.dep[i]), None)
+    if reuse is None:
+        reuse_feats = [0, 0, 0, 0, nbytes, unique]
+    else:
+        ct = loops[reuse][1]
+        reuse_feats = [n - reuse, ct, suffix[reuse + 1], ws[reuse + 1], nbytes / ct,
+                       unique / ct]
+    return [float(read and not write), float(write and not read), float(read and write),
+            float(a.local), nbytes, unique, lines, unique_lines, stride,
+            n - inner if inner is not None else 0] + reuse_feats

@@ -1,0 +1,158 @@
+"""Program features: width and names, determinism, what the loop-kind columns say, and every
+registered operator's design-space samples (pure Python)."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from looptune import te
+from looptune.schedule import Schedule
+from looptune.target import Target
+from looptune.te import ops
+from looptune.tune.context import TuneContext
+from looptune.tune.feature import (FEATURE_VERSION, FEATURE_WIDTH, FeatureExtractor,
+                                   PerStoreFeature, extract, feature_docs, feature_names)
+from looptune.tune.search_strategy.replay_trace import sample_from
+from workloads_small import SMALL
+
+TARGET = Target(kind="cpu", arch="x86_64", features=("avx2", "fma"), cores=2, vector_bits=256,
+                l1d_bytes=32 * 1024, l2_bytes=512 * 1024, l3_bytes=16 << 20)
+
+
+def matmul(n=64):
+    return te.create_prim_func(ops.workload("matmul", M=n, N=n, K=n)[0])
+
+
+def samples(func, n, seed=0):
+    ctx = TuneContext(func, TARGET, seed=seed)
+    spaces = ctx.generate_design_space()
+    rand = random.Random(seed)
+    out, tries = [], 0
+    while len(out) < n and tries < 20 * n:
+        tries += 1
+        cand = sample_from(rand.choice(spaces), func, rand.randrange(1 << 30), ctx.postprocs)
+        if cand is not None:
+            out.append(cand)
+    return out
+
+
+def col(name):
+    return feature_names().index(name)
+
+
+def test_names_width_version_and_registry():
+    names = feature_names()
+    assert len(names) == FEATURE_WIDTH == len(set(names)) == len(feature_docs())
+    assert FEATURE_VERSION == 1
+    ex = FeatureExtractor.create("per-store")
+    assert isinstance(ex, PerStoreFeature) and ex.width == FEATURE_WIDTH
+    assert FeatureExtractor.create(ex) is ex
+    with pytest.raises(ValueError, match="per-store"):
+        FeatureExtractor.create("nope")
+
+
+def test_deterministic_and_shaped():
+    cands = samples(matmul(), 4)
+    a = extract(cands, TARGET)
+    b = extract(cands, TARGET)
+    for x, y in zip(a, b):
+        assert x.dtype == np.float32 and x.ndim == 2 and x.shape[1] == FEATURE_WIDTH
+        assert x.shape[0] >= 2  # the init and update stores at least
+        assert np.array_equal(x, y) and np.isfinite(x).all()
+    # a Schedule and an unlowered PrimFunc are accepted and give the same rows
+    c = cands[0]
+    assert np.array_equal(extract([c.sch], TARGET)[0], a[0])
+    assert np.array_equal(extract([c.sch.func], TARGET)[0], a[0])
+
+
+def test_different_schedules_differ():
+    cands = samples(matmul(), 6)
+    feats = extract(cands, TARGET)
+    distinct = {f.tobytes() for f in feats}
+    assert len(distinct) == len({c.sch_hash for c in cands}) > 1
+
+
+def _hand(split_j=(16, 4), vec=True, unroll=True, par=True):
+    sch = Schedule(matmul(), seed=0)
+    blk = sch.get_block("matmul")
+    i, j, k = sch.get_loops(blk)
+    jo, ji = sch.split(j, list(split_j))
+    ko, ki = sch.split(k, [16, 4])
+    sch.reorder(i, jo, ko, ki, ji)
+    if par:
+        sch.parallel(i)
+    if unroll:
+        sch.unroll(ki)
+    if vec:
+        sch.vectorize(ji)
+    return sch
+
+
+def test_loop_kind_columns():
+    plain = extract([_hand(vec=False, unroll=False, par=False)], TARGET)[0]
+    f = extract([_hand()], TARGET)[0]
+    update = f[np.argmax(f[:, col("float_mad")])]  # the update statement C += A * B
+    log = lambda x: np.log2(1 + x)  # noqa: E731
+    assert update[col("vec_num")] == 1 and update[col("vec_len")] == pytest.approx(log(4))
+    assert update[col("vec_prod")] == pytest.approx(log(4))
+    assert update[col("vec_pos_inner_spatial")] == 1
+    assert update[col("unroll_num")] == 1 and update[col("unroll_len")] == pytest.approx(log(4))
+    assert update[col("unroll_pos_inner_reduce")] == 1
+    assert update[col("parallel_num")] == 1
+    assert update[col("parallel_len")] == pytest.approx(log(64))
+    assert update[col("parallel_pos_outer_spatial")] == 1
+    assert update[col("float_mad")] == pytest.approx(log(64 ** 3))
+    assert update[col("trip")] == pytest.approx(log(64 ** 3))
+    assert update[col("num_reduce_loops")] == 2
+    for name in ("vec_num", "unroll_num", "parallel_num", "vec_len"):
+        assert plain[:, col(name)].max() == 0
+    wider = extract([_hand(split_j=(8, 8))], TARGET)[0]
+    assert wider[:, col("vec_len")].max() == pytest.approx(log(8))
+
+
+def test_access_columns_on_matmul():
+    f = extract([_hand(vec=False, unroll=False, par=False)], TARGET)[0]
+    update = f[np.argmax(f[:, col("float_mad")])]
+    slots = [{n.split(".", 1)[1]: update[col(n)] for n in feature_names()
+              if n.startswith(f"buf{k}.")} for k in range(3)]
+    # C is read and written, A and B are read; 64*64*64 accesses of 4 bytes each, C twice
+    assert sorted((s["read"], s["write"], s["rw"]) for s in slots) == \
+        [(0, 0, 1), (1, 0, 0), (1, 0, 0)]
+    log = lambda x: np.log2(1 + x)  # noqa: E731
+    assert all(s["unique_bytes"] == pytest.approx(log(64 * 64 * 4)) for s in slots)
+    rw = next(s for s in slots if s["rw"])
+    # the loop order is i, jo, ko, ki, ji: C[i, j] does not move with ki -> reuse carried there
+    assert rw["stride"] == pytest.approx(log(1)) and rw["stride_depth"] == 1
+    assert rw["reuse_depth"] == 2 and rw["reuse_ct"] == pytest.approx(log(4))
+    a = [s for s in slots if s["read"]]
+    # A[i, k] does not move with the innermost ji (reuse there); B[k, j] only not with i
+    assert sorted(s["reuse_depth"] for s in a) == [1, 5]
+
+
+def test_cache_fit_follows_the_target():
+    small = Target(**{**TARGET.__dict__, "l1d_bytes": 1024, "l2_bytes": 4096, "l3_bytes": 8192})
+    sch = _hand()
+    big, tiny = extract([sch], TARGET)[0], extract([sch], small)[0]
+    assert big[:, col("l3_fit_all")].min() == 1           # 3 * 16 KiB fit in 16 MiB
+    assert tiny[:, col("l3_fit_all")].max() == 0
+    assert (tiny[:, col("l1_fit_loops")] <= big[:, col("l1_fit_loops")]).all()
+
+
+def test_local_allocation_columns():
+    cands = samples(matmul(), 8)
+    feats = np.concatenate(extract(cands, TARGET))
+    local = feats[:, col("store_local")] == 1
+    assert local.any()  # the design space writes through a local cache
+    assert (feats[local, col("alloc_bytes")] > 0).all()
+
+
+@pytest.mark.parametrize("name", sorted(ops.OPS))
+def test_every_operator_design_space(name):
+    params = SMALL.get(name, {})
+    func = te.create_prim_func(ops.workload(name, **params)[0])
+    cands = samples(func, 3, seed=1)
+    assert cands, f"no candidate sampled for {name}"
+    for f in extract(cands, TARGET):
+        assert f.shape[1] == FEATURE_WIDTH and f.shape[0] >= 1 and np.isfinite(f).all()
