@@ -46,3 +46,33 @@ def _kind(target) -> str:
         raise ValueError(f"no default schedule rules for target kind {kind!r} yet; pass "
                          f"sch_rules= and postprocs= explicitly (have: {', '.join(DEFAULT_RULES)})")
     return kind
+
+# How often each mutator is picked when a candidate mutates (normalized over the mutators
+# that apply to it): tile sizes matter most on CPUs.
+DEFAULT_MUTATOR_PROBS = {
+    "cpu": {"tile-size": 0.9, "compute-location": 0.05, "unroll": 0.03, "parallel": 0.02},
+}
+
+# EvolutionarySearch, sized for a 2-core machine: a generation costs about
+# population_size * genetic_num_iters replays, postprocessings and feature extractions,
+# which must stay a small part of the time spent building and measuring a batch.
+DEFAULT_EVOLUTIONARY = {
+    "population_size": 192,        # candidates alive per generation
+    "init_measured_ratio": 0.2,    # share of the first generation taken from the best measured
+    "init_min_unmeasured": 48,     # fresh samples in the first generation, at least
+    "genetic_num_iters": 3,        # generations per batch
+    "genetic_mutate_prob": 0.85,   # a child is a mutant (else a copy of its parent)
+    "genetic_max_fail_count": 8,   # tries to mutate one parent into a new valid child
+    "eps_greedy": 0.05,            # share of each batch picked at random, not by the model
+    "max_fail_count": 64,          # fresh samples that may fail in a row before giving up
+}
+
+
+def default_mutators(target) -> dict:
+    """{Mutator instance: probability} for the target's kind."""
+    from .mutator.base import Mutator
+    probs = DEFAULT_MUTATOR_PROBS.get(target.kind)
+    if probs is None:
+        raise ValueError(f"no default mutators for target kind {target.kind!r} yet; pass "
+                         f"mutator_probs= explicitly (have: {', '.join(DEFAULT_MUTATOR_PROBS)})")
+    return {Mutator.create(name): p for name, p in probs.items()}

@@ -1,5 +1,6 @@
 """Task schedulers: share the tuning budget across tasks."""
 from .base import TaskScheduler, TaskState
+from .gradient import GradientBased
 from .round_robin import RoundRobin
 
-__all__ = ["RoundRobin", "TaskScheduler", "TaskState"]
+__all__ = ["GradientBased", "RoundRobin", "TaskScheduler", "TaskState"]

@@ -49,7 +49,10 @@ class TaskScheduler:
              progress: bool = True, measure_callbacks=()) -> list:
         """Tune every task until its trials, the global trials or the time run out. Every
         measurement is committed as soon as it is made. Returns the task states."""
-        weights = task_weights or [1.0] * len(contexts)
+        weights = list(task_weights) if task_weights is not None else [1.0] * len(contexts)
+        if len(weights) != len(contexts) or any(not w > 0 for w in weights):
+            raise ValueError(f"task_weights must be one positive number per task ({len(contexts)} "
+                             f"tasks), got {weights}")
         self.tasks = [TaskState(c, w) for c, w in zip(contexts, weights)]
         self.max_trials_global = max_trials_global
         self.start = time.time()
@@ -57,7 +60,8 @@ class TaskScheduler:
         per_task = max_trials_per_task or max_trials_global
         self.progress = Progress(max_trials_global, max_time_s, enabled=progress)
         for t in self.tasks:
-            self._prepare(t, database, builder, per_task, num_trials_per_iter, check_correctness)
+            self._prepare(t, database, builder, per_task, num_trials_per_iter, check_correctness,
+                          evaluator)
         try:
             while not self._out_of_budget():
                 tid = self.next_task_id()
@@ -87,13 +91,15 @@ class TaskScheduler:
             return True
         return self.max_time_s is not None and time.time() - self.start >= self.max_time_s
 
-    def _prepare(self, t: TaskState, database, builder, per_task, per_iter, check):
+    def _prepare(self, t: TaskState, database, builder, per_task, per_iter, check, evaluator):
         ctx = t.context
         t.workload = database.commit_workload(ctx.func)
         done = database.records_of(t.workload, ctx.target)
         t.trials = len(done)
         t.failures = sum(not r.ok for r in done)
-        t.best_secs = min((r.median_secs for r in done), default=math.inf)
+        settings = evaluator.to_json()
+        comparable = [r for r in done if all(r.measure.get(k) == v for k, v in settings.items())]
+        t.best_secs = min((r.median_secs for r in comparable), default=math.inf)
         written = written_params(ctx.func)
         t.args_info = tuple(ArgInfo(b.name, b.shape, b.dtype, b in written) for b in ctx.func.params)
         seen = {r.sch_hash for r in done if r.sch_hash}

@@ -1,4 +1,5 @@
-"""RoundRobin: tasks take turns, one batch each, skipping finished ones."""
+"""RoundRobin: tasks take turns, one batch each, skipping finished ones; a task of weight w
+gets w turns for every turn of a task of weight 1 (smooth weighted round-robin)."""
 from __future__ import annotations
 
 from .base import TaskScheduler
@@ -7,12 +8,16 @@ from .base import TaskScheduler
 @TaskScheduler.registry.register("round-robin")
 class RoundRobin(TaskScheduler):
     def __init__(self):
-        self.cursor = -1
+        self.credit: list | None = None
 
     def next_task_id(self) -> int:
-        n = len(self.tasks)
-        for _ in range(n):
-            self.cursor = (self.cursor + 1) % n
-            if not self.tasks[self.cursor].done:
-                return self.cursor
-        return -1
+        live = [i for i, t in enumerate(self.tasks) if not t.done]
+        if not live:
+            return -1
+        if self.credit is None or len(self.credit) != len(self.tasks):
+            self.credit = [0.0] * len(self.tasks)
+        for i in live:
+            self.credit[i] += self.tasks[i].weight
+        pick = max(live, key=lambda i: (self.credit[i], -i))
+        self.credit[pick] -= sum(self.tasks[i].weight for i in live)
+        return pick

@@ -1,0 +1,141 @@
+"""Points of a design space that mutate cheaply. A point is a design-space trace replayed with
+some decisions; it keeps a snapshot of the schedule before every sampling instruction, so a
+changed decision replays from there instead of from the unscheduled function."""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from ...schedule import Schedule, ScheduleError, Trace
+from ...schedule.state import State
+from ...schedule.trace import _map_rv
+from ...tir.structural import structural_hash
+from ..schedule_rule.parallel_vectorize_unroll import PARALLEL
+from .base import MeasureCandidate
+
+UNROLL = "pragma_auto_unroll_max_step"
+
+
+class DesignSpace:
+    """A design-space trace (no postprocessing part) and what each sampling instruction
+    decides: "tile", "compute_location", "unroll", "parallel" or "categorical"."""
+
+    def __init__(self, trace: Trace, *, name: str = ""):
+        self.trace = trace.without_postproc()
+        self.insts = self.trace.insts
+        self.name = name
+        self.tags: dict = {}  # position of a sampling instruction -> what it decides
+        for pos, inst in enumerate(self.insts):
+            if inst.kind.sampling:
+                self.tags[pos] = self._tag(pos, inst)
+
+    def _tag(self, pos: int, inst) -> str:
+        name = inst.kind.name
+        if name in ("SamplePerfectTile", "SampleTile"):
+            return "tile"
+        if name == "SampleComputeLocation":
+            return "compute_location"
+        out = inst.outputs[0] if inst.outputs else None
+        for later in self.insts[pos + 1:]:
+            if later.kind.name == "Annotate" and out in later.inputs:
+                key = later.attrs[0]
+                return {UNROLL: "unroll", PARALLEL: "parallel"}.get(key, "categorical")
+        return "categorical"
+
+    def decisions_of(self, trace: Trace) -> dict:
+        """position -> decision, for a trace with this space's instructions (the space's own,
+        or a replay of it)."""
+        return {pos: trace.decisions.get(trace.insts[pos]) for pos in self.tags
+                if pos < len(trace.insts)}
+
+
+@dataclass(eq=False)
+class Snapshot:
+    func: object       # the PrimFunc before the sampling instruction
+    rvs: dict          # the schedule's handle values then
+    rv_map: dict       # space-trace handle -> this schedule's handle
+    rand_state: tuple
+
+
+@dataclass(eq=False)
+class Point:
+    space: DesignSpace
+    sch: Schedule                       # the replayed schedule, before postprocessing
+    decisions: dict                     # position -> decision
+    info: dict                          # position -> what a mutator needs (loop extent, ...)
+    snapshots: dict = field(repr=False)  # position -> Snapshot
+    candidate: MeasureCandidate | None = None  # postprocessed; None if a postproc refused it
+
+
+def replay(space: DesignSpace, func, seed: int, *, decisions: dict | None = None,
+           base: Point | None = None, start: int = 0) -> Point:
+    """Replay `space` with `decisions` (missing ones are sampled afresh). With `base`, start
+    from its snapshot at position `start` (a sampling instruction) instead of from scratch.
+    Raises ScheduleError if a decision no longer fits."""
+    decisions = dict(decisions or {})
+    if base is None or start == 0:
+        sch = Schedule(func, seed=seed)
+        rv_map, start = {}, 0
+    else:
+        snap = base.snapshots[start]
+        sch = Schedule.__new__(Schedule)
+        sch.state = State(snap.func)
+        sch.original = base.sch.original
+        prefix = base.sch.trace.insts[:start]
+        sch.trace = Trace(prefix, {i: base.sch.trace.decisions[i] for i in prefix
+                                   if i in base.sch.trace.decisions})
+        sch._rv = dict(snap.rvs)
+        sch.seed = seed
+        sch.rand = random.Random(seed)
+        rv_map = dict(snap.rv_map)
+    snapshots = {p: s for p, s in base.snapshots.items() if p < start} if base else {}
+    info = {p: v for p, v in base.info.items() if p < start} if base else {}
+    out_decisions = {p: d for p, d in (base.decisions.items() if base else ()) if p < start}
+    for pos in range(start, len(space.insts)):
+        inst = space.insts[pos]
+        inputs = tuple(_map_rv(x, rv_map) for x in inst.inputs)
+        decision = None
+        if inst.kind.sampling:
+            snapshots[pos] = Snapshot(sch.state.func, dict(sch._rv), dict(rv_map),
+                                      sch.rand.getstate())
+            decision = decisions.get(pos)
+            info[pos] = _info(sch, inst, inputs)
+        outputs = sch._apply(inst.kind, inputs, inst.attrs, decision)
+        if inst.kind.sampling:
+            out_decisions[pos] = sch.trace.decisions[sch.trace.insts[-1]]
+        for old, new in zip(inst.outputs, outputs):
+            rv_map[old] = new
+    return Point(space, sch, out_decisions, info, snapshots)
+
+
+def _info(sch, inst, inputs):
+    """What a mutator needs to propose a new decision for this instruction."""
+    name = inst.kind.name
+    if name in ("SamplePerfectTile", "SampleTile"):
+        return sch._loop(inputs[0]).node.extent
+    if name == "SampleComputeLocation":
+        from ...schedule.primitives.compute_at import _location_loops
+        return len(_location_loops(sch, inputs[0]))
+    if name == "SampleCategorical":
+        return len(inst.attrs[0])
+    return None
+
+
+def finish(sch: Schedule, postprocs) -> Schedule | None:
+    """A postprocessed copy of `sch`, or None if a postprocessor refuses it."""
+    out = sch.copy()
+    out.enter_postproc()
+    for p in postprocs:
+        try:
+            if not p.apply(out):
+                return None
+        except ScheduleError:
+            return None
+    return out
+
+
+def finish_point(point: Point, postprocs) -> Point:
+    done = finish(point.sch, postprocs)
+    if done is not None:
+        point.candidate = MeasureCandidate(done, structural_hash(done.func))
+    return point
