@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..tir import dtype as dt
+from .call import MISMATCH, call_lib, call_spec
 from .error import RunError
 from .timer import timer_lib
 
@@ -73,6 +74,12 @@ class Module:
         self._fn.argtypes = [ctypes.c_void_p]
         self._set_threads = getattr(self._lib, "lt_set_num_threads", None)
         self.num_threads = 0
+        # the fast call (call.py): C checks the arguments and calls; None: check in Python
+        lib, spec = call_lib(), call_spec(self.args)
+        self._call = None if lib is None or spec is None else lib.lt_call
+        self._fn_addr = ctypes.cast(self._fn, ctypes.c_void_p).value
+        self._spec_addr = None if spec is None else ctypes.addressof(spec[0])
+        self._spec = spec  # keeps the signature and the dtypes it points at alive
 
     def set_num_threads(self, n: int) -> None:
         """Threads for parallel loops (0: OpenMP's default, usually all cores)."""
@@ -112,8 +119,16 @@ class Module:
         return ptrs
 
     def __call__(self, *arrays) -> None:
-        ptrs = self._pack(arrays)
-        rc = self._fn(ptrs)
+        call = self._call
+        rc = MISMATCH if call is None else call(self._fn_addr, self._spec_addr, arrays)
+        if rc:
+            self._checked_call(arrays, rc)
+
+    def _checked_call(self, arrays, rc: int) -> None:
+        """After the fast path: arguments it did not accept are checked in Python (with the
+        messages of _pack) and the kernel called; a kernel's own failure is raised."""
+        if rc == MISMATCH:
+            rc = self._fn(self._pack(arrays))
         if rc != 0:
             raise RunError(f"{self.symbol} failed with status {rc} (out of memory?)")
 
