@@ -140,3 +140,26 @@ def test_partitioning_leaves_dividing_loops_alone():
     low = lower_blocks(sch.func)
     assert partition_loops(low.body) is not None
     assert "tail" not in repr(partition_loops(low.body))
+
+
+def test_unroll_budget_counts_vectors_of_the_given_width():
+    """A 16-float vectorized loop is one AVX-512 statement but two AVX2 ones: under a max step
+    of 32, the 32-iteration loop around it unrolls at 512 bits and not at 256."""
+    from looptune.codegen import lower_loops
+    from looptune.tir.functor import visit
+
+    A = te.placeholder((2, 32, 16), name="A")
+    B = te.compute((2, 32, 16), lambda n, i, j: A[n, i, j] * 2.0, name="B")
+    sch = Schedule(te.create_prim_func([A, B]))
+    blk = sch.get_block("B")
+    sch.vectorize(sch.get_loops(blk)[2])  # the pragma applies inside the outermost loop
+    sch.annotate(blk, "pragma_auto_unroll_max_step", 32)
+
+    def kinds(bits):
+        out = {}
+        visit(lower_loops(sch.func, vector_bits=bits).body,
+              lambda n: out.setdefault(n.loop_var.name, n.kind) if isinstance(n, For) else None)
+        return out
+
+    assert kinds(512) == {"n": "serial", "i": "unrolled", "j": "vectorized"}
+    assert kinds(256) == {"n": "serial", "i": "serial", "j": "vectorized"}

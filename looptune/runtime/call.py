@@ -50,7 +50,8 @@ int32_t lt_call(lt_packed_fn fn, const int64_t* spec, const lt_tuple* args) {
   const int64_t* p = spec + 2;
   for (int64_t i = 0; i < n; ++i) {
     const lt_array* a = (const lt_array*)args->items[i];
-    if (a->type != (void*)(intptr_t)spec[1] || a->descr != (void*)(intptr_t)p[0]) return LT_MISMATCH;
+    if (a->type != (void*)(intptr_t)spec[1] || a->descr != (void*)(intptr_t)p[0])
+      return LT_MISMATCH;
     int nd = (int)p[3];
     if (a->nd != nd) return LT_MISMATCH;
     for (int d = 0; d < nd; ++d)

@@ -14,7 +14,7 @@ from .error import BuildError
 
 CFLAGS = (
     "-O3",                   # full optimization, including the loop vectorizer
-    "-march=native",         # use this host's ISA (AVX2/FMA here); kernels run where built
+    "-march=native",         # this host's ISA (AVX2, AVX-512: as Target detects); run where built
     "-fopenmp",              # parallel loops and `omp simd`
     "-fPIC", "-shared",      # a loadable shared library
     "-std=gnu11",            # C11 plus GCC vector extensions

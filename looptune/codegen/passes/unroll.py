@@ -3,7 +3,8 @@ and unroll explicitly (copy the body per iteration) where `pragma_unroll_explici
 
 A loop is auto-unrolled when the statements it runs in total (its extent times its body's
 count) are at most the max step. A vectorized loop counts as the vector statements it
-becomes (one per 8 lanes), so unrolling around wide vectors stays within the budget.
+becomes (one per register of `vector_bits`: 8 float lanes with AVX2, 16 with AVX-512), so
+unrolling around wide vectors stays within the budget.
 """
 from __future__ import annotations
 
@@ -15,23 +16,25 @@ from .common import map_children
 EXPLICIT = "pragma_unroll_explicit"
 MAX_STEP = "pragma_auto_unroll_max_step"
 EXPLICIT_LIMIT = 512  # never copy a body more often than this
-VECTOR_STMT_LANES = 8  # lanes per emitted vector statement (AVX2 float32)
 
 
-def auto_unroll(stmt):
+def auto_unroll(stmt, *, vector_bits: int = 256):
     """Apply the unroll annotations found on loops."""
+    lanes = max(1, vector_bits // 32)  # float32 lanes per emitted vector statement
+
     def walk(s):
         if isinstance(s, For) and s.annotation(MAX_STEP):
-            body, _ = _mark(s.body, int(s.annotation(MAX_STEP)), bool(s.annotation(EXPLICIT, 0)))
+            body, _ = _mark(s.body, int(s.annotation(MAX_STEP)), bool(s.annotation(EXPLICIT, 0)),
+                            lanes)
             return map_children(s, lambda _: body)
         return map_children(s, walk)
     return walk(stmt)
 
 
-def _mark(s, max_step: int, explicit: bool):
+def _mark(s, max_step: int, explicit: bool, lanes: int):
     if isinstance(s, For):
-        body, steps = _mark(s.body, max_step, explicit)
-        total = steps * (-(-s.extent // VECTOR_STMT_LANES) if s.kind == "vectorized" else s.extent)
+        body, steps = _mark(s.body, max_step, explicit, lanes)
+        total = steps * (-(-s.extent // lanes) if s.kind == "vectorized" else s.extent)
         kind, ann = s.kind, s.annotations
         if s.kind == "serial" and s.extent > 1 and total <= max_step:
             kind = "unrolled"
@@ -39,14 +42,14 @@ def _mark(s, max_step: int, explicit: bool):
                 ann = with_annotation(ann, EXPLICIT, 1)
         return For(s.loop_var, s.extent, kind, body, s.thread, ann), total
     if isinstance(s, SeqStmt):
-        parts = [_mark(x, max_step, explicit) for x in s.stmts]
+        parts = [_mark(x, max_step, explicit, lanes) for x in s.stmts]
         return seq(*(p[0] for p in parts)), sum(p[1] for p in parts)
     if isinstance(s, IfThenElse):
-        t, a = _mark(s.then_case, max_step, explicit)
-        e, b = (None, 0) if s.else_case is None else _mark(s.else_case, max_step, explicit)
+        t, a = _mark(s.then_case, max_step, explicit, lanes)
+        e, b = (None, 0) if s.else_case is None else _mark(s.else_case, max_step, explicit, lanes)
         return IfThenElse(s.cond, t, e), max(a, b)
     if isinstance(s, Allocate):
-        body, steps = _mark(s.body, max_step, explicit)
+        body, steps = _mark(s.body, max_step, explicit, lanes)
         return Allocate(s.buffer, body), steps
     return s, 1
 
