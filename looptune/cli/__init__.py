@@ -37,6 +37,11 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--threads", type=int, default=None, help="threads for the kernels "
                    "(default: all cores)")
     t.add_argument("--target", default="cpu", help="target (default: this CPU)")
+    t.add_argument("--strategy", default="evolutionary", choices=["evolutionary", "replay-trace"],
+                   help="search strategy (default evolutionary: mutation guided by a cost "
+                   "model; replay-trace: random sampling)")
+    t.add_argument("--cost-model", default="xgb", choices=["xgb", "mlp", "random"],
+                   help="cost model of the evolutionary search (default xgb)")
     t.add_argument("--no-check", action="store_true", help="skip checking candidates against "
                    "the unscheduled program")
     t.add_argument("--quiet", action="store_true", help="no progress line")

@@ -75,6 +75,36 @@ def resolve(spec: str, shape: dict, args: list):
                    "FILE.py[:FUNCTION] with @register_workload functions")
 
 
+def library_baseline(op: str, shape: dict, arrays: list, threads: int):
+    """(label, median seconds) of the library call a user would make instead (numpy, or torch
+    for convolutions and pooling), measured now; None for a workload without one."""
+    import contextlib
+    import time
+    from ..te.ops import OPS
+    from ..te.ops.baseline import baseline
+    if op not in OPS:
+        return None
+    found = baseline(op, arrays[:-1], {**OPS[op].defaults, **shape}, threads=threads)
+    if found is None:
+        return None
+    label, fn = found
+    try:
+        from threadpoolctl import threadpool_limits  # numpy's BLAS threads, where installed
+        limit = threadpool_limits(threads)
+    except ImportError:
+        limit = contextlib.nullcontext()
+        label += " (its default threads)"
+    with limit:
+        fn()
+        times = []
+        for _ in range(15):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    times.sort()
+    return label, times[len(times) // 2]
+
+
 def run(args) -> int:
     from ..build import build
     from ..target import Target
@@ -88,8 +118,13 @@ def run(args) -> int:
     budget = f"{args.trials} trials" + (f" or {args.time:g} s" if args.time else "")
     print(f"tuning {name} on {target}\n  {budget}, {threads} thread(s), work dir {work_dir}, "
           f"seed {args.seed}", file=sys.stderr)
+    print(f"  search: {args.strategy}"
+          + (f" with the {args.cost_model} cost model" if args.strategy == "evolutionary" else ""),
+          file=sys.stderr)
     db = tune_tir(func, target, work_dir, max_trials_global=args.trials,
                   num_trials_per_iter=args.per_iter, max_time_s=args.time, seed=args.seed,
+                  strategy=args.strategy,
+                  cost_model=args.cost_model if args.strategy == "evolutionary" else None,
                   task_name=name, evaluator=EvaluatorConfig(num_threads=threads),
                   check_correctness=not args.no_check, progress=not args.quiet)
     records = db.records_of(db.commit_workload(func), target)
@@ -111,6 +146,11 @@ def run(args) -> int:
     print(f"best: {t_best * 1e3:.4f} ms{gflops} (measured in tuning: {rec.median_secs * 1e3:.4f} ms),"
           f" {t_base / t_best:.1f}x the untuned kernel ({t_base * 1e3:.3f} ms); checked "
           "against the unscheduled program")
+    lib = library_baseline(args.workload, parse_shape(args.shape), arrays, threads)
+    if lib is not None:
+        label, t_lib = lib
+        print(f"library: {label} takes {t_lib * 1e3:.4f} ms on the same inputs: the tuned kernel "
+              f"runs at {t_lib / t_best:.2f}x its speed")
     safe = "".join(c if c.isalnum() else "_" for c in func.name)
     c_path = work_dir / f"{safe}_best.c"
     c_path.write_text(mod.source)

@@ -6,14 +6,16 @@ from .database import (Database, JSONDatabase, MemoryDatabase, OrderedUnionDatab
 from .postproc import Postproc
 from .runner import EvaluatorConfig, LocalRunner, Runner, RunnerInput, RunnerResult
 from .schedule_rule import ScheduleRule
-from .search_strategy import MeasureCandidate, ReplayTrace, SearchStrategy
+from .mutator import Mutator
+from .search_strategy import EvolutionarySearch, MeasureCandidate, ReplayTrace, SearchStrategy
 from .space_generator import PostOrderApply, ScheduleFn, SpaceGenerator
 from .task import Task, register_workload
-from .task_scheduler import RoundRobin, TaskScheduler
+from .task_scheduler import GradientBased, RoundRobin, TaskScheduler
 from .tune import NoTuningRecordError, compile_tir, tune_tasks, tune_tir, verify
 
 __all__ = [
-    "Builder", "BuilderInput", "BuilderResult", "Database", "EvaluatorConfig", "JSONDatabase",
+    "Builder", "BuilderInput", "BuilderResult", "Database", "EvaluatorConfig",
+    "EvolutionarySearch", "GradientBased", "JSONDatabase", "Mutator",
     "LocalBuilder", "LocalRunner", "MeasureCandidate", "MemoryDatabase", "NoTuningRecordError",
     "OrderedUnionDatabase", "PostOrderApply", "Postproc", "ReplayTrace", "RoundRobin", "Runner",
     "RunnerInput", "RunnerResult", "SQLiteDatabase", "ScheduleFn", "ScheduleFnDatabase",

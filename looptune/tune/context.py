@@ -16,10 +16,11 @@ class TuneContext:
     func: PrimFunc
     target: Target = field(default_factory=lambda: Target.create("cpu"))
     space_generator: SpaceGenerator | str = "post-order-apply"
-    search_strategy: SearchStrategy | str = "replay-trace"
+    search_strategy: SearchStrategy | str = "evolutionary"
     task_name: str | None = None
     seed: int | None = None
     flops: float | None = None
+    deadline: float | None = None  # time.time() at which the run's time budget ends
 
     def __post_init__(self):
         self.target = Target.create(self.target)

@@ -57,7 +57,8 @@ DEFAULT_MUTATOR_PROBS = {
 # population_size * genetic_num_iters replays, postprocessings and feature extractions,
 # which must stay a small part of the time spent building and measuring a batch.
 DEFAULT_EVOLUTIONARY = {
-    "population_size": 192,        # candidates alive per generation
+    "population_size": None,       # candidates per generation; None: 3 per trial of a batch,
+                                   # within [48, 384]
     "init_measured_ratio": 0.2,    # share of the first generation taken from the best measured
     "init_min_unmeasured": 48,     # fresh samples in the first generation, at least
     "genetic_num_iters": 3,        # generations per batch

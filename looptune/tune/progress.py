@@ -57,6 +57,12 @@ class Progress:
             self.stream.write(line + "\n")
         self.stream.flush()
 
+    def note(self, text: str):
+        """A line of its own (after close)."""
+        if self.enabled:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
     def close(self):
         if self.enabled and self.tty and self.width:
             self.stream.write("\n")

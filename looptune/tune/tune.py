@@ -42,7 +42,7 @@ def _database(database, work_dir) -> Database:
 def tune_tasks(tasks, *, work_dir=None, max_trials_global: int, num_trials_per_iter: int = 64,
                max_trials_per_task: int | None = None, max_time_s: float | None = None,
                task_weights=None, builder="local", runner="local", database=None,
-               task_scheduler="round-robin", evaluator: EvaluatorConfig | None = None,
+               task_scheduler="gradient", evaluator: EvaluatorConfig | None = None,
                check_correctness: bool = True, progress: bool = True,
                measure_callbacks=()) -> Database:
     """Tune TuneContexts under one budget; returns the database holding every record.
@@ -70,10 +70,14 @@ def tune_tasks(tasks, *, work_dir=None, max_trials_global: int, num_trials_per_i
 def tune_tir(mod_or_func, target="cpu", work_dir=None, *, max_trials_global: int,
              num_trials_per_iter: int = 64, max_trials_per_task: int | None = None,
              max_time_s: float | None = None, seed: int | None = None,
-             space="post-order-apply", strategy="replay-trace", task_name: str | None = None,
-             **kwargs) -> Database:
+             space="post-order-apply", strategy="evolutionary", cost_model=None,
+             task_name: str | None = None, **kwargs) -> Database:
     """Tune one PrimFunc, or several (a list or a {name: PrimFunc} dict) as separate tasks.
-    `seed` makes the run reproducible; the rest is passed to tune_tasks."""
+    `strategy`: "evolutionary" (mutation ranked by a cost model, the default) or
+    "replay-trace" (random sampling), or a SearchStrategy. `cost_model` ("xgb", the default,
+    "mlp", "random" or a CostModel) is shared by every task's evolutionary search, so what it
+    learns on one workload helps the others. `seed` makes the run reproducible; the rest is
+    passed to tune_tasks."""
     if isinstance(mod_or_func, PrimFunc):
         funcs = {task_name or mod_or_func.name: mod_or_func}
     elif isinstance(mod_or_func, dict):
@@ -86,13 +90,24 @@ def tune_tir(mod_or_func, target="cpu", work_dir=None, *, max_trials_global: int
         raise TypeError(f"tune_tir needs a PrimFunc (te.create_prim_func) or a list/dict of "
                         f"them, got {type(mod_or_func).__name__}")
     target = Target.create(target)
+    if cost_model is not None and strategy != "evolutionary":
+        raise ValueError("cost_model= is for strategy='evolutionary'; pass a SearchStrategy "
+                         "instance to configure another one")
+    shared_model = None
+    if strategy == "evolutionary":
+        from .cost_model.base import CostModel
+        shared_model = CostModel.create(cost_model or "xgb")
     contexts = []
     for i, (name, f) in enumerate(funcs.items()):
         one = len(funcs) == 1
+        if shared_model is not None:
+            from .search_strategy.evolutionary import EvolutionarySearch
+            strat = EvolutionarySearch(cost_model=shared_model)
+        else:
+            strat = strategy if one or isinstance(strategy, str) else copy.deepcopy(strategy)
         contexts.append(TuneContext(
             f, target, space if one or isinstance(space, str) else copy.deepcopy(space),
-            strategy if one or isinstance(strategy, str) else copy.deepcopy(strategy),
-            task_name=name, seed=None if seed is None else seed + i))
+            strat, task_name=name, seed=None if seed is None else seed + i))
     return tune_tasks(contexts, work_dir=work_dir, max_trials_global=max_trials_global,
                       num_trials_per_iter=num_trials_per_iter,
                       max_trials_per_task=max_trials_per_task, max_time_s=max_time_s, **kwargs)

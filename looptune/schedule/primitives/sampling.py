@@ -82,12 +82,13 @@ def sample_categorical(sch, inputs, attrs, decision):
 @lru_cache(maxsize=4096)
 def tile_inner_choices(extent: int, max_innermost_factor: int, max_waste: float = 0.1) -> tuple:
     """Innermost factors sample_tile may pick: the divisors of the extent, and the small
-    (<= 16) or 8-aligned factors that do not divide it but waste at most `max_waste` of the
-    iterations on the guarded tail (loop partitioning keeps the main part guard-free)."""
+    (<= 8: register-tile rows) or 8-aligned (whole vectors) factors that do not divide it but
+    waste at most `max_waste` of the iterations on the guarded tail (loop partitioning keeps
+    the main part guard-free)."""
     out = []
     for d in range(1, min(extent, max_innermost_factor) + 1):
         waste = (-(-extent // d) * d - extent) / extent
-        if extent % d == 0 or ((d <= 16 or d % 8 == 0) and waste <= max_waste):
+        if extent % d == 0 or ((d <= 8 or d % 8 == 0) and waste <= max_waste):
             out.append(d)
     return tuple(out) or (1,)
 

@@ -1,5 +1,6 @@
 """Search strategies: which candidates to measure next."""
 from .base import MeasureCandidate, SearchStrategy
+from .evolutionary import EvolutionarySearch
 from .replay_trace import ReplayTrace
 
-__all__ = ["MeasureCandidate", "ReplayTrace", "SearchStrategy"]
+__all__ = ["EvolutionarySearch", "MeasureCandidate", "ReplayTrace", "SearchStrategy"]

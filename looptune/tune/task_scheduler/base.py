@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ...runtime.compiler import compiler_version
@@ -59,29 +60,50 @@ class TaskScheduler:
         self.max_time_s = max_time_s
         per_task = max_trials_per_task or max_trials_global
         self.progress = Progress(max_trials_global, max_time_s, enabled=progress)
-        for t in self.tasks:
-            self._prepare(t, database, builder, per_task, num_trials_per_iter, check_correctness,
-                          evaluator)
+        # wall seconds per phase: "search" (design spaces, candidates, learning), "build"
+        # (lowering and compiling), "run" (measuring), "database" (commits)
+        self.phase_secs = {"search": 0.0, "build": 0.0, "run": 0.0, "database": 0.0}
+        self.measured_this_run = 0
+        with self._phase("search"):
+            for t in self.tasks:
+                self._prepare(t, database, builder, per_task, num_trials_per_iter,
+                              check_correctness, evaluator)
         try:
             while not self._out_of_budget():
                 tid = self.next_task_id()
                 if tid < 0:
                     break
                 task = self.tasks[tid]
-                cands = task.context.search_strategy.generate_measure_candidates()
+                with self._phase("search"):
+                    cands = task.context.search_strategy.generate_measure_candidates()
                 if not cands:
                     task.done = True
                     continue
                 results = self._measure(task, cands, builder, runner, database, evaluator,
                                         abort_ratio)
-                task.context.search_strategy.notify_runner_results(cands, results)
+                with self._phase("search"):
+                    task.context.search_strategy.notify_runner_results(cands, results)
                 for cb in measure_callbacks:
                     cb(task, cands, results)
         finally:
             self.progress.close()
+            self.progress.note(f"time spent: {self.phase_summary()}")
             for t in self.tasks:
                 t.context.search_strategy.post_tuning()
         return self.tasks
+
+    @contextmanager
+    def _phase(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phase_secs[name] += time.perf_counter() - t0
+
+    def phase_summary(self) -> str:
+        total = sum(self.phase_secs.values()) or 1.0
+        return ", ".join(f"{k} {v:.1f} s ({100 * v / total:.0f}%)"
+                         for k, v in self.phase_secs.items())
 
     def total_trials(self) -> int:
         return sum(t.trials for t in self.tasks)
@@ -93,6 +115,7 @@ class TaskScheduler:
 
     def _prepare(self, t: TaskState, database, builder, per_task, per_iter, check, evaluator):
         ctx = t.context
+        ctx.deadline = self.start + self.max_time_s if self.max_time_s else None
         t.workload = database.commit_workload(ctx.func)
         done = database.records_of(t.workload, ctx.target)
         t.trials = len(done)
@@ -117,23 +140,28 @@ class TaskScheduler:
                  abort_ratio) -> list:
         ctx = task.context
         meta = {"workload": task.workload.key}
+        t0 = time.perf_counter()
         built = builder.build([BuilderInput(c.sch.func, ctx.target,
                                             {**meta, "trace": f"{len(c.sch.trace)} instructions"},
                                             lowered=c.lowered)
                                for c in cands])
+        self.phase_secs["build"] += time.perf_counter() - t0
         results = []
         for cand, b in zip(cands, built):
-            if self._out_of_budget():
+            if self._out_of_budget() and self.measured_this_run:  # a run measures at least one
                 break
+            self.measured_this_run += 1
             if not b.ok:
                 res = RunnerResult(None, b.error_class, b.error_msg)
             elif b.source_hash in task.measured:  # an identical binary: measured once
                 res = task.measured[b.source_hash]
             else:
                 abort = task.best_secs * abort_ratio if math.isfinite(task.best_secs) else None
+                t0 = time.perf_counter()
                 res = runner.run([RunnerInput(b.artifact, b.symbol, task.args_info, evaluator,
                                               seed=ctx.seed, reference=task.reference,
                                               abort_above_secs=abort)])[0]
+                self.phase_secs["run"] += time.perf_counter() - t0
                 task.measured[b.source_hash] = res
             record = TuningRecord(
                 workload=task.workload, trace=cand.sch.trace, run_secs=res.run_secs,
@@ -141,7 +169,8 @@ class TaskScheduler:
                 measure={**evaluator.to_json(), "compiler": compiler_version_safe(),
                          "aborted_early": res.aborted_early, "source_hash": b.source_hash},
                 error_class=res.error_class, error_msg=res.error_msg, sch_hash=cand.sch_hash)
-            database.commit_tuning_record(record)
+            with self._phase("database"):
+                database.commit_tuning_record(record)
             task.trials += 1
             if record.ok:
                 task.best_secs = min(task.best_secs, record.median_secs)

@@ -1,0 +1,269 @@
+"""EvolutionarySearch: a population of design-space points, mutated for a few generations
+and ranked by a cost model learned from every measurement; each batch is the model's best
+unmeasured candidates plus a few random ones (epsilon-greedy)."""
+from __future__ import annotations
+
+import heapq
+import math
+import random
+import time
+import warnings
+from collections import Counter
+
+import numpy as np
+
+from ...schedule import Schedule, ScheduleError
+
+from ..defaults import DEFAULT_EVOLUTIONARY, default_mutators
+from ..mutator.base import Mutator
+from .base import SearchStrategy
+from .space import DesignSpace, Point, finish_point, replay
+
+
+@SearchStrategy.registry.register("evolutionary")
+class EvolutionarySearch(SearchStrategy):
+    """Parameters (defaults in tune/defaults.py, DEFAULT_EVOLUTIONARY): population_size,
+    init_measured_ratio, init_min_unmeasured, genetic_num_iters, genetic_mutate_prob,
+    genetic_max_fail_count, eps_greedy, max_fail_count. `cost_model`: "xgb", "mlp", "random"
+    or a CostModel; `mutator_probs`: {mutator name or instance: probability} (default: the
+    target's, from DEFAULT_MUTATOR_PROBS)."""
+
+    def __init__(self, *, cost_model="xgb", mutator_probs=None, **params):
+        unknown = set(params) - set(DEFAULT_EVOLUTIONARY)
+        if unknown:
+            raise ValueError(f"unknown EvolutionarySearch parameters {sorted(unknown)}; known: "
+                             f"{', '.join(DEFAULT_EVOLUTIONARY)}")
+        self.params = {**DEFAULT_EVOLUTIONARY, **params}
+        for k, v in self.params.items():
+            setattr(self, k, v)
+        from ..cost_model.base import CostModel
+        self.cost_model = CostModel.create(cost_model)
+        self.mutator_probs = mutator_probs
+
+    def initialize_with_tune_context(self, context) -> None:
+        super().initialize_with_tune_context(context)
+        probs = self.mutator_probs
+        if probs is None:
+            probs = default_mutators(context.target)
+        else:
+            probs = {Mutator.create(m): p for m, p in dict(probs).items()}
+        if not probs or any(p < 0 for p in probs.values()) or sum(probs.values()) <= 0:
+            raise ValueError(f"mutator_probs must give non-negative probabilities, not all 0: "
+                             f"{probs}")
+        for m in probs:
+            m.initialize_with_tune_context(context)
+        self.mutators = probs
+
+    # ------------------------------------------------------------------ the search loop
+    def pre_tuning(self, *, max_trials, num_trials_per_iter, design_spaces, database, seen):
+        ctx = self.context
+        self.max_trials = max_trials
+        self.per_iter = num_trials_per_iter
+        if self.params["population_size"] is None:
+            self.population_size = min(384, max(48, 3 * num_trials_per_iter))
+        self.spaces = [DesignSpace(s.trace, name=f"space {i}") for i, s in enumerate(design_spaces)]
+        self.seen = set(seen)  # structural hashes measured (or picked) already
+        self.trials = 0
+        self.rand = random.Random(ctx.seed)
+        self.failures = Counter()  # why samples were refused, for the message if none is valid
+        self.measured: list = []   # (seconds, Point) of this run's successful measurements
+        self.database = database
+        records = database.records_of(database.key_of(ctx.func), ctx.target) if database else []
+        usable = [r for r in records if not r.measure.get("aborted_early")]
+        self.measured_records = sorted((r for r in usable if r.ok), key=lambda r: r.median_secs)
+        self._learn_from_records(usable)
+
+    def generate_measure_candidates(self):
+        n = min(self.per_iter, self.max_trials - self.trials)
+        if n <= 0 or not self.spaces:
+            return None
+        population = self.sample_initial_population()
+        if not population:
+            self._explain_empty()
+            return None
+        best = self.evolve(population, n)
+        picks = self.pick_eps_greedy(best, population, n)
+        for p in picks:
+            self.seen.add(p.candidate.sch_hash)
+        self.trials += len(picks)
+        self.last_picks = picks
+        return [p.candidate for p in picks] or None
+
+    def notify_runner_results(self, candidates, results):
+        self.cost_model.update(candidates[:len(results)], results)
+        by_cand = {id(p.candidate): p for p in getattr(self, "last_picks", ())}
+        for cand, res in zip(candidates, results):
+            point = by_cand.get(id(cand))
+            if point is not None and res.ok and not res.aborted_early:
+                self.measured.append((float(np.median(res.run_secs)), point))
+
+    # ------------------------------------------------------------------ phases
+    def sample_initial_population(self) -> list:
+        """The best measured points (this run's and the database's) plus fresh samples."""
+        size = self.population_size
+        n_measured = int(size * self.init_measured_ratio)
+        out = [p for _, p in sorted(self.measured, key=lambda x: x[0])[:n_measured]]
+        have = {p.candidate.sch_hash for p in out}
+        for rec in self.measured_records:
+            if len(out) >= n_measured:
+                break
+            if rec.sch_hash in have:
+                continue
+            point = self._from_record(rec)
+            if point is not None:
+                have.add(point.candidate.sch_hash)
+                out.append(point)
+        fresh = max(self.init_min_unmeasured, size - len(out))
+        out.extend(self.sample_fresh(fresh))
+        return out
+
+    def sample_fresh(self, n: int) -> list:
+        out, fails = [], 0
+        while len(out) < n and fails < self.max_fail_count:
+            space = self.rand.choice(self.spaces)
+            point = self._try(lambda: replay(space, self.context.func, self._seed()))
+            if point is None:
+                fails += 1
+                continue
+            fails = 0
+            out.append(point)
+        return out
+
+    def evolve(self, population: list, n: int) -> list:
+        """Mutate for genetic_num_iters generations, each parent picked in proportion to its
+        predicted score; returns the best-predicted unmeasured points seen (up to 2n)."""
+        best: list = []  # min-heap of (score, tiebreak, point): the 2n best unmeasured
+        in_best: set = set()
+        counter = 0
+        for gen in range(self.genetic_num_iters + 1):
+            scores = self._predict(population)
+            for s, p in zip(scores, population):
+                h = p.candidate.sch_hash
+                if h in self.seen or h in in_best:
+                    continue
+                counter += 1
+                item = (float(s), counter, p)
+                if len(best) < 2 * n:
+                    heapq.heappush(best, item)
+                    in_best.add(h)
+                elif item[0] > best[0][0]:
+                    in_best.discard(heapq.heapreplace(best, item)[2].candidate.sch_hash)
+                    in_best.add(h)
+            if gen == self.genetic_num_iters or self._past_deadline():
+                break
+            population = self._next_generation(population, scores)
+        return [p for _, _, p in sorted(best, key=lambda x: (-x[0], x[1]))]
+
+    def pick_eps_greedy(self, best: list, population: list, n: int) -> list:
+        """n points: mostly the model's best, an eps_greedy share at random."""
+        n_rand = min(n, int(round(n * self.eps_greedy)))
+        picks, hashes = [], set()
+        for p in best:
+            if len(picks) >= n - n_rand:
+                break
+            if p.candidate.sch_hash not in hashes:
+                picks.append(p)
+                hashes.add(p.candidate.sch_hash)
+        pool = [p for p in population if p.candidate.sch_hash not in self.seen
+                and p.candidate.sch_hash not in hashes]
+        self.rand.shuffle(pool)
+        for p in pool + self.sample_fresh(n):
+            if len(picks) >= n:
+                break
+            if p.candidate.sch_hash not in self.seen and p.candidate.sch_hash not in hashes:
+                picks.append(p)
+                hashes.add(p.candidate.sch_hash)
+        return picks
+
+    # ------------------------------------------------------------------ helpers
+    def _next_generation(self, population: list, scores) -> list:
+        weights = np.asarray(scores, dtype=np.float64)
+        weights = weights - weights.min() + 1e-6 if len(weights) else weights
+        probs = weights / weights.sum()
+        np_rand = np.random.default_rng(self._seed())
+        parents = np_rand.choice(len(population), size=self.population_size, p=probs)
+        children, hashes = [], set()
+        for i in parents:
+            parent = population[i]
+            child = parent
+            if self.rand.random() < self.genetic_mutate_prob:
+                child = self.mutate(parent) or parent
+            h = child.candidate.sch_hash
+            if h not in hashes:
+                hashes.add(h)
+                children.append(child)
+        return children
+
+    def mutate(self, parent: Point) -> Point | None:
+        """A valid child that differs from `parent` in one decision, or None."""
+        muts = list(self.mutators)
+        weights = [self.mutators[m] for m in muts]
+        for _ in range(self.genetic_max_fail_count):
+            m = self.rand.choices(muts, weights=weights)[0]
+            proposal = m.apply(parent, self.rand)
+            if proposal is None:
+                continue
+            pos, decision = proposal
+            decisions = {**parent.decisions, pos: decision}
+            child = self._try(lambda: replay(parent.space, self.context.func, self._seed(),
+                                             decisions=decisions, base=parent, start=pos))
+            if child is not None and child.candidate.sch_hash != parent.candidate.sch_hash:
+                return child
+        return None
+
+    def _try(self, make) -> Point | None:
+        try:
+            point = make()
+        except ScheduleError as e:
+            self.failures[f"replay refused: {str(e)[:160]}"] += 1
+            return None
+        finish_point(point, self.context.postprocs)
+        if point.candidate is None:
+            self.failures["a postprocessor refused the schedule"] += 1
+            return None
+        return point
+
+    def _learn_from_records(self, records) -> None:
+        """Resuming: the cost model learns from this workload's earlier measurements."""
+        from ..runner.base import RunnerResult
+        from .base import MeasureCandidate
+        cands, results = [], []
+        for rec in records:
+            sch = Schedule(self.context.func, seed=0)
+            try:
+                rec.trace.apply_to_schedule(sch)
+            except ScheduleError:
+                continue
+            cands.append(MeasureCandidate(sch, rec.sch_hash or ""))
+            results.append(RunnerResult(run_secs=rec.run_secs, error_class=rec.error_class))
+        if cands:
+            self.cost_model.update(cands, results)
+
+    def _from_record(self, rec) -> Point | None:
+        space = DesignSpace(rec.trace)
+        return self._try(lambda: replay(space, self.context.func, self._seed(),
+                                        decisions=space.decisions_of(rec.trace)))
+
+    def _predict(self, population: list) -> np.ndarray:
+        if not population:
+            return np.zeros(0)
+        scores = np.asarray(self.cost_model.predict([p.candidate for p in population]),
+                            dtype=np.float64)
+        return np.where(np.isfinite(scores), scores, -math.inf)
+
+    def _past_deadline(self) -> bool:
+        """The run's time budget is spent: measure what the model ranks best so far."""
+        deadline = getattr(self.context, "deadline", None)
+        return deadline is not None and time.time() >= deadline
+
+    def _seed(self) -> int:
+        return self.rand.randrange(1 << 31)
+
+    def _explain_empty(self):
+        if self.trials:
+            return
+        why = "; ".join(f"{n}x {reason}" for reason, n in self.failures.most_common(3))
+        warnings.warn(f"{self.context.task_name}: the design space gave no valid candidate in "
+                      f"{sum(self.failures.values())} samples ({why or 'no design space'}); "
+                      "check the schedule rules and postprocessors for this workload",
+                      stacklevel=2)
