@@ -190,3 +190,32 @@ def test_math_intrinsics(rng):
     want = (np.exp(a) + np.sqrt(np.abs(a)) + np.tanh(a) + erf + 1 / (1 + np.exp(-a))
             + 1 / np.sqrt(a * a + 1) + np.log(a + 2) + np.floor(a * 3) + np.power(a + 2, 1.5))
     np.testing.assert_allclose(b, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("lanes,pieces", [(6, "4 + 2"), (7, "4 + 2 + 1"), (24, None)])
+def test_vector_loops_of_any_length_become_power_of_two_vectors(lanes, pieces, rng):
+    n = lanes * 5
+    sch = vectorized(elementwise(n), lanes=lanes)
+    mod = lt.build(sch)
+    assert "#pragma omp simd" not in mod.source
+    if pieces:
+        assert f"vectorized, {lanes} lanes as {pieces}" in mod.source
+    a, b = (rng.uniform(-1, 1, n).astype("float32") for _ in range(2))
+    c = np.zeros(n, "float32")
+    mod(a, b, c)
+    np.testing.assert_allclose(c, a * b + a, rtol=1e-5, atol=1e-6)
+
+
+def test_vector_select_of_a_load_compiles(rng):
+    """Padding reads `cond ? X[...] : 0` as vectors: both arms must have one C type."""
+    A = te.placeholder((4, 8), name="A")
+    B = te.compute((6, 8), lambda i, j: te.if_then_else(i < 4, A[te.min(i, 3), j], 0.0),
+                   name="B")
+    sch = Schedule(te.create_prim_func([A, B]))
+    sch.vectorize(sch.get_loops(sch.get_block("B"))[1])
+    mod = lt.build(sch)
+    assert "? (lt_float32x8)(" in mod.source
+    a = rng.uniform(-1, 1, (4, 8)).astype("float32")
+    b = np.full((6, 8), np.nan, "float32")
+    mod(a, b)
+    np.testing.assert_array_equal(b, np.concatenate([a, np.zeros((2, 8), "float32")]))

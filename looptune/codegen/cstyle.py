@@ -123,8 +123,11 @@ static inline int omp_get_max_threads(void) { return 1; }
                 return f"__builtin_convertvector({self.expr(e.value)}, {self.type_name(e.dtype)})"
             return f"(({self.type_name(e.dtype)})({self.expr(e.value)}))"
         if isinstance(e, Select):
-            s = f"{self.expr(e.cond, 4)} ? {self.expr(e.true_value, 3)} : {self.expr(e.false_value, 3)}"
-            return f"({s})"
+            t, f = self.expr(e.true_value, 3), self.expr(e.false_value, 3)
+            if dt.lanes(e.dtype) > 1:  # a vector load's type is the unaligned variant: unify
+                vt = self.type_name(e.dtype)
+                t, f = f"({vt})({t})", f"({vt})({f})"
+            return f"({self.expr(e.cond, 4)} ? {t} : {f})"
         if isinstance(e, Call):
             return self.call(e)
         if isinstance(e, Broadcast):

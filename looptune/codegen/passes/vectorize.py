@@ -35,19 +35,37 @@ def _vectorize(var: Var, n: int, body, vector_bits: int):
     widest = 8
     for b in _buffers(body):
         widest = max(widest, dt.bits(b.dtype))
-    chunk = max(1, min(n, vector_bits // widest))
-    if chunk == 1 or n % chunk or chunk & (chunk - 1):
-        raise _NoVec  # GCC vectors have power-of-two lanes
-    note = Comment(f"{var.name}: vectorized, {n} lanes" + (f" as {n // chunk} x {chunk}"
-                                                            if chunk < n else ""))
-    if chunk == n:
-        return seq(note, _Vectorizer(var, n).stmt(body))
-    parts = [note]
-    for c in range(n // chunk):
+    pieces = vector_pieces(n, vector_bits // widest)
+    if pieces is None:
+        raise _NoVec
+    if len(pieces) == 1:
+        return seq(Comment(f"{var.name}: vectorized, {n} lanes"), _Vectorizer(var, n).stmt(body))
+    sizes = [lanes for _, lanes in pieces]
+    shown = (f"{len(sizes)} x {sizes[0]}" if len(set(sizes)) == 1
+             else " + ".join(map(str, sizes)))
+    parts = [Comment(f"{var.name}: vectorized, {n} lanes as {shown}")]
+    for start, lanes in pieces:
+        if lanes == 1:
+            parts.append(simplify_stmt(substitute(body, {var: const(start, var.dtype)})))
+            continue
         v = Var(var.name, var.dtype)
-        part = substitute(body, {var: binary("+", v, const(c * chunk, var.dtype))})
-        parts.append(_Vectorizer(v, chunk).stmt(simplify_stmt(part)))
+        part = substitute(body, {var: binary("+", v, const(start, var.dtype))})
+        parts.append(_Vectorizer(v, lanes).stmt(simplify_stmt(part)))
     return seq(*parts)
+
+
+def vector_pieces(n: int, most: int) -> list | None:
+    """[(first lane, lanes)] covering n lanes with vectors of at most `most` lanes, each a
+    power of two (as GCC vectors are), widest first: 16 -> 2 x 8 with AVX2; 6 -> 4 + 2;
+    7 -> 4 + 2 + 1 (the last one scalar). None when no piece would be a vector."""
+    if most < 2:
+        return None
+    out, start = [], 0
+    while start < n:
+        lanes = min(most, 1 << ((n - start).bit_length() - 1))
+        out.append((start, lanes))
+        start += lanes
+    return out
 
 
 def _buffers(stmt) -> set:
