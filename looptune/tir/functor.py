@@ -24,22 +24,31 @@ def node_fields(cls) -> tuple[str, ...]:
     return f
 
 
-def children(node):
+def children(node) -> list:
     """The direct child nodes (expressions, statements, regions, iter vars) of `node`."""
+    out = []
     for name in node_fields(type(node)):
         v = getattr(node, name)
-        if isinstance(v, tuple):
+        if type(v) is tuple:
             for x in v:
-                if isinstance(x, tuple):
-                    yield from (y for y in x if _is_node(y))
+                if type(x) is tuple:
+                    out.extend(y for y in x if _is_node(y))
                 elif _is_node(x):
-                    yield x
+                    out.append(x)
         elif _is_node(v):
-            yield v
+            out.append(v)
+    return out
+
+
+_NODE_TYPES: dict = {}
 
 
 def _is_node(x) -> bool:
-    return isinstance(x, (PrimExpr, Stmt, BufferRegion, IterVar))
+    t = type(x)
+    r = _NODE_TYPES.get(t)
+    if r is None:
+        r = _NODE_TYPES[t] = issubclass(t, (PrimExpr, Stmt, BufferRegion, IterVar))
+    return r
 
 
 def visit(node, fn: Callable) -> None:
@@ -48,7 +57,10 @@ def visit(node, fn: Callable) -> None:
     while stack:
         n = stack.pop()
         fn(n)
-        stack.extend(reversed(list(children(n))))
+        kids = children(n)
+        if kids:
+            kids.reverse()
+            stack.extend(kids)
 
 
 def transform(node, fn: Callable, *, pre: Callable | None = None):
