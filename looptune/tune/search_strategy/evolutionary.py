@@ -87,6 +87,7 @@ class EvolutionarySearch(SearchStrategy):
             self.seen.add(p.candidate.sch_hash)
         self.trials += len(picks)
         self.last_picks = picks
+        self.last_scores = list(self._predict(picks))  # the model's view, for Kendall tau
         return [p.candidate for p in picks] or None
 
     def notify_runner_results(self, candidates, results):
