@@ -1,20 +1,43 @@
 """VerifyCPU: reject schedules whose lowered code would be invalid or pathological on a CPU:
-vector loops wider than the limit, or local buffers too large for a thread's stack."""
+vector loops wider than the limit, local buffers too large for a thread's stack, or register
+tiles (the accumulator a multi-level-tiled block updates inside its innermost reduction loop)
+larger than the Target's vector register file."""
 from __future__ import annotations
+
+from math import prod
 
 from ...tir import dtype as dt
 from ...tir.functor import visit
 from ...tir.stmt import Allocate, For
+from ..schedule_rule.analysis import loop_kinds
+from ..schedule_rule.multi_level_tiling import TILED
 from .base import Postproc
+
+
+def vector_registers(target) -> int:
+    """SIMD registers of the target's ISA: 32 with AVX-512 or on AArch64, else 16."""
+    return 32 if target.has("avx512f") or target.arch in ("aarch64", "arm64") else 16
 
 
 @Postproc.registry.register("verify-cpu")
 class VerifyCPU(Postproc):
-    def __init__(self, max_vector_lanes: int = 64, max_local_bytes: int = 1 << 20):
+    """`max_register_tile`: elements of a register tile (None: the Target's vector registers
+    times its float32 lanes, 512 with AVX-512 and 128 with AVX2; 0: no limit)."""
+
+    def __init__(self, max_vector_lanes: int = 64, max_local_bytes: int = 1 << 20,
+                 max_register_tile: int | None = None):
         self.max_vector_lanes = max_vector_lanes
         self.max_local_bytes = max_local_bytes
+        self.max_register_tile = max_register_tile
+
+    def initialize_with_tune_context(self, context) -> None:
+        if self.max_register_tile is None:
+            t = context.target
+            self.max_register_tile = vector_registers(t) * t.vector_lanes_f32
 
     def apply(self, sch) -> bool:
+        if self.max_register_tile and not self._register_tiles_fit(sch):
+            return False
         bad = []
 
         def fn(n):
@@ -29,3 +52,24 @@ class VerifyCPU(Postproc):
             return False
         visit(sch.lowered().body, fn)  # local buffer sizes are known once compacted
         return not bad
+
+    def _register_tiles_fit(self, sch) -> bool:
+        for name, entry in sch.state.index.blocks.items():
+            if entry.node.block.annotation(TILED) is None:
+                continue
+            kinds = loop_kinds(sch, _rv(sch, name))
+            loops = [p for p in entry.parents if isinstance(p, For)]
+            if "R" not in kinds:
+                continue
+            last_r = max(i for i, k in enumerate(kinds) if k == "R")
+            tile = prod(lp.extent for lp, k in zip(loops[last_r + 1:], kinds[last_r + 1:])
+                        if k == "S")
+            if tile > self.max_register_tile:
+                return False
+        return True
+
+
+def _rv(sch, name: str):
+    """A handle for a block, outside the trace (a lookup that records nothing)."""
+    from ...schedule.trace import BlockRV
+    return sch._new(BlockRV, name)
