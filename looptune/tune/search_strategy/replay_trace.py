@@ -3,6 +3,7 @@ decisions, postprocess, skip schedules already measured."""
 from __future__ import annotations
 
 import random
+import warnings
 
 from ...schedule import Schedule, ScheduleError, Trace
 from ...tir.structural import structural_hash
@@ -61,4 +62,9 @@ class ReplayTrace(SearchStrategy):
             self.seen.add(cand.sch_hash)
             out.append(cand)
         self.trials += len(out)
+        if not out and not self.trials:
+            warnings.warn(f"{self.context.task_name}: the design space gave no valid candidate in "
+                          f"{fails} samples (every replay or postprocessor refused it, or each "
+                          "was measured already); check the schedule rules and postprocessors "
+                          "for this workload", stacklevel=2)
         return out or None
