@@ -17,6 +17,7 @@ from ..tir.func import PrimFunc
 from ..tir.printer import Names
 from ..tir.functor import visit
 from ..tir.stmt import Allocate, BufferStore, Comment, Evaluate, For, IfThenElse, SeqStmt
+from .passes.unroll import explicit
 
 C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern
 float for goto if inline int long register restrict return short signed sizeof static struct
@@ -222,11 +223,30 @@ static inline int omp_get_max_threads(void) { return 1; }
         elif s.kind == "vectorized":
             for p in self.simd_pragmas:
                 self.emit(depth, p)
+        elif explicit(s):
+            self.copies(s, depth)
+            return
         elif s.kind == "unrolled":
             self.emit(depth, self.unroll_pragma.format(n=min(s.extent, 256)))
         self.emit(depth, f"for ({t} {v} = 0; {v} < {s.extent}; ++{v}) {{")
         self.stmt(s.body, depth + 1)
         self.emit(depth, "}")
+
+    def copies(self, s: For, depth: int):
+        """An explicitly unrolled loop: its body, rendered once, printed once per iteration
+        in a block that fixes the loop variable (`const int32_t i = 2;`). The C compiler
+        folds the constant first thing, so it sees what substituting it would give, and
+        Python only copies text."""
+        v, t = self.name(s.loop_var), dt.c_type(s.loop_var.dtype)
+        saved, self.lines = self.lines, []
+        self.stmt(s.body, depth + 1)
+        body, self.lines = self.lines, saved
+        self.emit(depth, f"// {v}: unrolled, {s.extent} copies")
+        for i in range(s.extent):
+            self.emit(depth, "{")
+            self.emit(depth + 1, f"const {t} {v} = {i};")
+            self.lines.extend(body)
+            self.emit(depth, "}")
 
     def parallel_loop(self, s: For, depth: int):
         """The body of a parallel loop goes into a function of its own whose buffer

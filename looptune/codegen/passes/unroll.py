@@ -1,5 +1,6 @@
 """Unrolling: mark loops under a `pragma_auto_unroll_max_step` annotation for unrolling,
-and unroll explicitly (copy the body per iteration) where `pragma_unroll_explicit` asks.
+and say which are unrolled explicitly (the body copied per iteration) where
+`pragma_unroll_explicit` asks.
 
 A loop is auto-unrolled when the statements it runs in total (its extent times its body's
 count) are at most the max step. A vectorized loop counts as the vector statements it
@@ -54,11 +55,18 @@ def _mark(s, max_step: int, explicit: bool, lanes: int):
     return s, 1
 
 
+def explicit(loop: For) -> bool:
+    """Is `loop` to be unrolled by copying its body (pragma_unroll_explicit)?"""
+    return (loop.kind == "unrolled" and bool(loop.annotation(EXPLICIT))
+            and loop.extent <= EXPLICIT_LIMIT)
+
+
 def unroll_explicit(s):
-    """Replace unrolled loops that carry pragma_unroll_explicit by copies of their body."""
+    """Replace unrolled loops that carry pragma_unroll_explicit by copies of their body, the
+    loop variable substituted. (The C renderer prints such loops as copies by itself, far
+    more cheaply; this is for passes that want the copies in the IR.)"""
     s = map_children(s, unroll_explicit)
-    if isinstance(s, For) and s.kind == "unrolled" and s.annotation(EXPLICIT) \
-            and s.extent <= EXPLICIT_LIMIT:
+    if isinstance(s, For) and explicit(s):
         v = s.loop_var
         return seq(*(substitute(s.body, {v: const(i, v.dtype)}) for i in range(s.extent)))
     return s
