@@ -246,6 +246,27 @@ def test_early_abort_times_one_call_only(runner, mm):
     assert kept.ok and not kept.aborted_early and len(kept.run_secs) == FAST.repeat
 
 
+def test_early_abort_decides_on_a_warm_call(mm, monkeypatch):
+    """The abort threshold is a median of warm calls: a first call slowed by start-up costs
+    must not abort a fast kernel (the decision times a second call)."""
+    from looptune.tune.runner.worker import Worker
+
+    ref, tuned = mm
+    real_call = Module.__call__
+
+    def slow_first_call(self, *arrays):
+        time.sleep(0.2)  # page faults, thread start-up, cold caches: only the first call
+        real_call(self, *arrays)
+
+    monkeypatch.setattr(Module, "__call__", slow_first_call)
+    sent = []
+    worker = Worker(type("Conn", (), {"send": lambda self, m: sent.append(m)})())
+    out = worker.measure(runner_input(tuned, ref, abort_above_secs=0.05), 1e-3, 1e-3)
+    assert sent[0][0] == "first" and sent[0][1] >= 0.2
+    assert "error_class" not in out and not out.get("aborted_early"), out
+    assert len(out["run_secs"]) == FAST.repeat and max(out["run_secs"]) < 0.05
+
+
 def test_inputs_depend_only_on_the_seed(runner, mm):
     ref, tuned = mm
     info = tuple(tuned.args)

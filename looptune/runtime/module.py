@@ -133,12 +133,14 @@ class Module:
             raise RunError(f"{self.symbol} failed with status {rc} (out of memory?)")
 
     def time_evaluator(self, *, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0,
-                       enable_cpu_cache_flush: bool = False, flush_bytes: int | None = None):
+                       enable_cpu_cache_flush: bool = False, flush_bytes: int | None = None,
+                       warm_up: bool = True):
         """A function of the same arrays that returns ProfileResult (seconds per call).
 
-        One warm-up call first; each repeat times `number` calls in C, with `number` raised
-        until a repeat lasts at least `min_repeat_ms`; with cache flush, caches are flushed
-        before every repeat (use number=1 to time cold-cache calls)."""
+        One warm-up call first (`warm_up=False`: the caller has just made one); each repeat
+        times `number` calls in C, with `number` raised until a repeat lasts at least
+        `min_repeat_ms`; with cache flush, caches are flushed before every repeat (use
+        number=1 to time cold-cache calls)."""
         if number < 1 or repeat < 1:
             raise ValueError("number and repeat must be at least 1")
 
@@ -154,7 +156,8 @@ class Module:
                     raise RunError(f"{self.symbol} failed with status {status.value}")
                 return t
 
-            timed(1)  # warm-up
+            if warm_up:
+                timed(1)
             n = number
             if min_repeat_ms > 0:
                 while True:
