@@ -352,6 +352,47 @@ def test_sqlite_reader_while_another_process_writes(tmp_path):
 
 
 # --------------------------------------------------------------------- unions, schedule fn
+@pytest.mark.parametrize("kind", STORING)
+def test_ranking_compares_only_records_measured_alike(kind, tmp_path, rng):
+    """A 2-thread time and a 1-thread time are not comparable: a query ranks the records
+    measured like the newest one (or like the given evaluator settings)."""
+    from looptune.tune.runner import EvaluatorConfig
+
+    db = open_db(kind, tmp_path)
+    wl = db.commit_workload(mm_func())
+    scheds = changing_schedules(wl.func, 4, rng.randrange(1000))
+    runs = [(1e-3, {"num_threads": 2}, 1.0), (4e-3, {"num_threads": 1}, 2.0),
+            (9e-3, {"num_threads": 1, "enable_cpu_cache_flush": False}, 3.0),
+            (2e-3, {"num_threads": 1, "enable_cpu_cache_flush": True}, 0.5)]
+    for sch, (secs, measure, t) in zip(scheds, runs):
+        db.commit_tuning_record(TuningRecord(wl, sch.trace, (secs,), HOST, measure=measure,
+                                             time=t))
+    assert [r.median_secs for r in db.query_tuning_record(wl.func, HOST, k=5)] == [4e-3, 9e-3]
+    two = db.query_tuning_record(wl.func, HOST, k=5, evaluator=EvaluatorConfig(num_threads=2))
+    assert [r.median_secs for r in two] == [1e-3]
+    flushed = EvaluatorConfig(num_threads=1, enable_cpu_cache_flush=True)
+    assert [r.median_secs for r in db.query_tuning_record(wl.func, HOST, k=5,
+                                                          evaluator=flushed)] == [2e-3]
+    assert db.newest_record(wl.func, HOST).median_secs == 9e-3
+    assert len(db.get_top_k(wl, 5)) == 4  # get_top_k itself still sees every record
+    db.close()
+
+
+def test_union_ranks_its_members_with_one_setting(rng):
+    a, b = Database.create("memory"), Database.create("memory")
+    func = mm_func()
+    for db, secs, threads, t in ((a, 1e-3, 2, 1.0), (b, 5e-3, 1, 2.0)):
+        wl = db.commit_workload(func)
+        sch = changing_schedules(func, 1, rng.randrange(1000))[0]
+        db.commit_tuning_record(TuningRecord(wl, sch.trace, (secs,), HOST,
+                                             measure={"num_threads": threads}, time=t))
+    u = UnionDatabase(a, b)
+    assert [r.median_secs for r in u.query_tuning_record(func, HOST, k=5)] == [5e-3]
+    assert [r.median_secs for r in u.query_tuning_record(
+        func, HOST, k=5, evaluator={"num_threads": 2})] == [1e-3]
+    assert u.newest_record(func, HOST).median_secs == 5e-3
+
+
 def _filled(rng, secs, target=HOST):
     """A memory database with one record per run time in `secs` (real, distinct traces)."""
     db = Database.create("memory")

@@ -128,21 +128,28 @@ def verify(mod, func: PrimFunc, *, seed: int = 0, rtol: float = 1e-3, atol: floa
 
 
 def compile_tir(database: Database, func: PrimFunc, target="cpu", *, check: bool = True,
-                num_threads: int | None = None):
+                num_threads: int | None = None, evaluator=None):
     """Build func with its best record (checked against the unscheduled program first;
     a record that fails to replay or computes a wrong result is reported and skipped).
-    Raises NoTuningRecordError when there is none - build(func) compiles it untuned."""
+
+    Records are ranked against those measured with the same settings: `evaluator`'s (an
+    EvaluatorConfig), by default the latest tuning run's (Database.query_tuning_record).
+    The module runs with the thread count its record was measured with (a record without
+    one: the target's cores) unless `num_threads` says otherwise, so that it takes the time
+    the record shows. Raises NoTuningRecordError when there is no record - build(func)
+    compiles it untuned."""
     target = Target.create(target)
     if not database.has_workload(func):
         raise NoTuningRecordError(
             f"no tuning record for {func.name} (workload {database.key_of(func)}): it was "
             "never tuned with this database. Tune it first (looptune tune / tune_tir), or "
             "build it untuned with looptune.build(func)")
-    records = database.query_tuning_record(func, target, k=16)
+    records = database.query_tuning_record(func, target, k=16, evaluator=evaluator)
     if not records:
         raise NoTuningRecordError(
             f"{func.name} (workload {database.key_of(func)}) has no successful record for "
-            f"target {target.key()}; tune it on this target first")
+            f"target {target.key()}" + ("" if evaluator is None else " measured with these "
+                                        "settings") + "; tune it on this target first")
     for rec in records:
         sch = Schedule(func, seed=0)
         try:
@@ -151,7 +158,10 @@ def compile_tir(database: Database, func: PrimFunc, target="cpu", *, check: bool
             warnings.warn(f"{func.name}: a record ({rec.median_secs * 1e3:.3f} ms) no longer "
                           f"replays and is skipped: {e}")
             continue
-        mod = build(sch, target, num_threads=num_threads)
+        threads = num_threads
+        if threads is None:
+            threads = rec.measure.get("num_threads") or target.cores
+        mod = build(sch, target, num_threads=threads)
         if check and not verify(mod, func):
             warnings.warn(f"{func.name}: a record ({rec.median_secs * 1e3:.3f} ms) computes a "
                           "wrong result and is skipped")

@@ -1,5 +1,5 @@
 """Databases of tuning records: the interface (base.py) and one file per storage."""
-from .base import Database, TuningRecord, Workload, workload_key
+from .base import Database, TuningRecord, Workload, measure_settings, workload_key
 from .json import JSONDatabase
 from .memory import MemoryDatabase
 from .schedule_fn import ScheduleFnDatabase
@@ -8,4 +8,4 @@ from .union import OrderedUnionDatabase, UnionDatabase
 
 __all__ = ["Database", "JSONDatabase", "MemoryDatabase", "OrderedUnionDatabase",
            "SQLiteDatabase", "ScheduleFnDatabase", "TuningRecord", "UnionDatabase", "Workload",
-           "workload_key"]
+           "measure_settings", "workload_key"]

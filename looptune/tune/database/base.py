@@ -104,6 +104,35 @@ class TuningRecord:
         )
 
 
+# The measurement settings that change what a time means, with the value a record written
+# before the setting existed was measured with. Two records are ranked against each other only
+# when they agree on all of them (a 2-thread time says nothing about a 1-thread one).
+COMPARABLE_SETTINGS = {"num_threads": None, "enable_cpu_cache_flush": False}
+
+
+def measure_settings(measure) -> tuple:
+    """The comparable settings of a record's `measure` dict, an EvaluatorConfig, or a dict
+    of settings: records with equal tuples have comparable times."""
+    if not isinstance(measure, dict):
+        measure = measure.to_json()
+    return tuple((k, measure.get(k, legacy)) for k, legacy in COMPARABLE_SETTINGS.items())
+
+
+def rank(records, k: int, evaluator=None) -> list:
+    """The k fastest successful records among those measured with `evaluator`'s settings
+    (an EvaluatorConfig or a measure dict; None: the settings of the newest successful
+    record)."""
+    ok = [r for r in records if r.ok]
+    if not ok:
+        return []
+    if evaluator is None:
+        evaluator = max(enumerate(ok), key=lambda ir: (ir[1].time, ir[0]))[1].measure
+    want = measure_settings(evaluator)
+    same = [r for r in ok if measure_settings(r.measure) == want]
+    same.sort(key=lambda r: r.median_secs)
+    return same[:k]
+
+
 def workload_key(func: PrimFunc, module_equality: str = "structural") -> str:
     """The database key of a function: its structural hash, or with "anchor-block" the hash
     of its dominant compute block alone (so a fused variant finds the records of the same core
@@ -162,20 +191,30 @@ class Database:
                 and (tkey is None or r.target.key() == tkey)]
 
     def get_top_k(self, workload, k: int, target: Target | None = None) -> list:
-        """The k fastest successful records of the workload (on `target` if given)."""
+        """The k fastest successful records of the workload (on `target` if given), whatever
+        their measurement settings (query_tuning_record ranks like with like)."""
         ok = [r for r in self.records_of(workload, target) if r.ok]
         ok.sort(key=lambda r: r.median_secs)
         return ok[:k]
 
-    def query_tuning_record(self, func: PrimFunc, target, k: int = 1) -> list:
-        """The k best successful records of func on target (a lookup: nothing is written)."""
-        return self.get_top_k(self.key_of(func), k, target)
+    def newest_record(self, func: PrimFunc, target) -> TuningRecord | None:
+        """The most recently measured successful record of func on target."""
+        ok = [r for r in self.records_of(self.key_of(func), target) if r.ok]
+        return max(enumerate(ok), key=lambda ir: (ir[1].time, ir[0]))[1] if ok else None
 
-    def query_schedule(self, func: PrimFunc, target) -> Schedule | None:
+    def query_tuning_record(self, func: PrimFunc, target, k: int = 1, *,
+                            evaluator=None) -> list:
+        """The k best successful records of func on target, ranked only against records
+        measured with the same settings (`measure_settings`): those of `evaluator` (an
+        EvaluatorConfig or a record's measure dict) or, by default, of the newest successful
+        record, i.e. the latest tuning run. A lookup: nothing is written."""
+        return rank(self.records_of(self.key_of(func), target), k, evaluator)
+
+    def query_schedule(self, func: PrimFunc, target, *, evaluator=None) -> Schedule | None:
         """The best record's schedule applied to func, or None. Records whose trace no
         longer replays are reported and skipped, never applied. (compile_tir also checks the
         result against the unscheduled program before using it.)"""
-        for rec in self.query_tuning_record(func, target, k=16):
+        for rec in self.query_tuning_record(func, target, k=16, evaluator=evaluator):
             sch = Schedule(func, seed=0)
             try:
                 if self.module_equality == "anchor-block":
@@ -189,8 +228,8 @@ class Database:
             return sch
         return None
 
-    def query_ir_module(self, func: PrimFunc, target) -> PrimFunc | None:
-        sch = self.query_schedule(func, target)
+    def query_ir_module(self, func: PrimFunc, target, *, evaluator=None) -> PrimFunc | None:
+        sch = self.query_schedule(func, target, evaluator=evaluator)
         return None if sch is None else sch.func
 
     def close(self) -> None:

@@ -34,22 +34,40 @@ class UnionDatabase(Database):
     def __len__(self) -> int:
         return sum(len(d) for d in self.databases)
 
-    def query_tuning_record(self, func, target, k: int = 1) -> list:
-        recs = [r for d in self.databases for r in d.query_tuning_record(func, target, k)]
+    def newest_record(self, func, target):
+        recs = [r for r in (d.newest_record(func, target) for d in self.databases) if r]
+        return max(recs, key=lambda r: r.time) if recs else None
+
+    def _settings(self, func, target, evaluator):
+        """The settings every member ranks with: the given ones, or the newest record's."""
+        if evaluator is not None:
+            return evaluator
+        newest = self.newest_record(func, target)
+        return None if newest is None else newest.measure
+
+    def query_tuning_record(self, func, target, k: int = 1, *, evaluator=None) -> list:
+        evaluator = self._settings(func, target, evaluator)
+        if evaluator is None:
+            return []
+        recs = [r for d in self.databases
+                for r in d.query_tuning_record(func, target, k, evaluator=evaluator)]
         recs.sort(key=lambda r: r.median_secs)  # stable: on a tie the earlier database wins
         return recs[:k]
 
-    def query_schedule(self, func, target):
+    def query_schedule(self, func, target, *, evaluator=None):
         """The schedule of the best record; each member replays its own records."""
+        evaluator = self._settings(func, target, evaluator)
+
         def best(d):
-            top = d.query_tuning_record(func, target, 1)
+            top = [] if evaluator is None else d.query_tuning_record(func, target, 1,
+                                                                     evaluator=evaluator)
             return top[0].median_secs if top else float("inf")
 
         ranked = sorted((best(d), i) for i, d in enumerate(self.databases))
         for secs, i in ranked:
             if secs == float("inf"):
                 break
-            sch = self.databases[i].query_schedule(func, target)
+            sch = self.databases[i].query_schedule(func, target, evaluator=evaluator)
             if sch is not None:
                 return sch
         return None
@@ -61,17 +79,24 @@ class UnionDatabase(Database):
 
 @Database.registry.register("ordered-union")
 class OrderedUnionDatabase(UnionDatabase):
-    def query_tuning_record(self, func, target, k: int = 1) -> list:
+    def newest_record(self, func, target):
         for d in self.databases:
-            recs = d.query_tuning_record(func, target, k)
+            rec = d.newest_record(func, target)
+            if rec is not None:
+                return rec
+        return None
+
+    def query_tuning_record(self, func, target, k: int = 1, *, evaluator=None) -> list:
+        for d in self.databases:
+            recs = d.query_tuning_record(func, target, k, evaluator=evaluator)
             if recs:
                 return recs
         return []
 
-    def query_schedule(self, func, target):
+    def query_schedule(self, func, target, *, evaluator=None):
         """The first member's schedule (a member without one for func passes it on)."""
         for d in self.databases:
-            sch = d.query_schedule(func, target)
+            sch = d.query_schedule(func, target, evaluator=evaluator)
             if sch is not None:
                 return sch
         return None
