@@ -75,6 +75,19 @@ def run_tvm(python: str, name: str, trials: int, out_dir: Path) -> dict | None:
     return None
 
 
+def tvm_result(path: str, name: str, trials: int) -> dict | None:
+    """A RESULT of tvm_ms_bench.py run earlier on this machine (one thread), kept as JSON lines
+    {"workload": name, "trials": n, "r": {...}}; TVM's tuning is slow, so it may run apart."""
+    for line in Path(path).read_text().splitlines():
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if d.get("workload") == name and d.get("trials") == trials:
+            return d["r"]
+    return None
+
+
 def bench(key: str, trials_list, args, out_dir: Path) -> list:
     op, shape, tvm_name, target = WORKLOADS[key]
     tensors, _, flops = workload(op, **shape)
@@ -108,9 +121,12 @@ def bench(key: str, trials_list, args, out_dir: Path) -> list:
         print(f"  {key} @ {trials}: {ours * 1e3:.4f} ms (record {mod.record.median_secs * 1e3:.4f}),"
               f" {label} {theirs * 1e3:.4f} ms -> {theirs / ours:.2f}x; {spent:.0f} s tuning",
               flush=True)
-    if args.tvm_python:
+    if args.tvm_python or args.tvm_results:
         for r in rows:
-            t = run_tvm(args.tvm_python, tvm_name, r["trials"], out_dir)
+            if args.tvm_results:
+                t = tvm_result(args.tvm_results, tvm_name, r["trials"])
+            else:
+                t = run_tvm(args.tvm_python, tvm_name, r["trials"], out_dir)
             if t:
                 r["tvm_ms"] = t["best_ms"]
                 r["tvm_wall_s"] = t.get("tuning_wall_s")
@@ -127,6 +143,8 @@ def main():
     ap.add_argument("--per-iter", type=int, default=64)
     ap.add_argument("--cost-model", default="xgb")
     ap.add_argument("--tvm-python", default=None, help="a Python with apache-tvm installed")
+    ap.add_argument("--tvm-results", default=None, help="JSON lines of tvm_ms_bench.py results "
+                    "measured apart on this machine (see tvm_result)")
     ap.add_argument("--keep", default=None, help="keep the work dirs here")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -143,7 +161,7 @@ def main():
             ("vs_baseline", "vs baseline", "{:.2f}x"), ("target", "target", "{:.1f}x"),
             ("gflops", "GFLOP/s", "{:.1f}"), ("tuning_wall_s", "tuning s", "{:.0f}"),
             ("s_per_trial", "s/trial", "{:.2f}"), ("search_share", "search", "{:.0%}")]
-    if args.tvm_python:
+    if args.tvm_python or args.tvm_results:
         cols += [("tvm_ms", "TVM-MS ms", "{:.4f}"), ("vs_tvm", "vs TVM", "{:.2f}x"),
                  ("tvm_wall_s", "TVM s", "{:.0f}")]
     _common.print_table("EvolutionarySearch + XGBModel, single-threaded (ratios > 1: looptune "
