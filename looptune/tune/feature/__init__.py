@@ -7,10 +7,17 @@ from .per_store import (ACCESS_SLOTS, FEATURE_VERSION, FEATURE_WIDTH, PerStoreFe
                         feature_docs, feature_names, store_features)
 
 
+_SHARED: dict = {}
+
+
 def extract(candidates, target=None, *, extractor="per-store") -> list:
     """One (n_stores, FEATURE_WIDTH) float32 array per candidate (a MeasureCandidate,
-    Schedule, or PrimFunc). `target` (default: this machine) supplies the cache sizes."""
-    return FeatureExtractor.create(extractor).extract(candidates, target=target)
+    Schedule, or PrimFunc), read-only. `target` (default: this machine) supplies the cache
+    sizes; `extractor` is a FeatureExtractor or a registered name (one shared instance)."""
+    if isinstance(extractor, str):
+        extractor = _SHARED.get(extractor) or _SHARED.setdefault(
+            extractor, FeatureExtractor.create(extractor))
+    return extractor.extract(candidates, target=target)
 
 
 __all__ = ["ACCESS_SLOTS", "FEATURE_VERSION", "FEATURE_WIDTH", "FeatureExtractor",

@@ -10,6 +10,7 @@ extent 1 are ignored throughout.
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 
@@ -110,7 +111,7 @@ _ACCESS = [
 _COLUMNS = list(_SCALAR) + [(f"buf{k}.{name}", log, doc) for k in range(ACCESS_SLOTS)
                             for name, log, doc in _ACCESS]
 FEATURE_WIDTH = len(_COLUMNS)
-_LOG_MASK = np.array([log for _, log, _ in _COLUMNS])
+LOG_COLUMNS = np.array([log for _, log, _ in _COLUMNS])  # which columns are log2(1+x)
 _N_SCALAR = len(_SCALAR)
 
 
@@ -132,9 +133,24 @@ class PerStoreFeature(FeatureExtractor):
     def names(self) -> list:
         return feature_names()
 
+    def __init__(self):
+        # lowered function -> (target, features): a candidate is scored many times in a
+        # search (and again when learned from); its lowered IR is computed once and shared
+        self._cache = weakref.WeakKeyDictionary()
+
     def extract(self, candidates, *, target=None) -> list:
+        """The returned arrays are cached and read-only."""
         target = Target.create("cpu" if target is None else target)
-        return [store_features(lowered_of(c), target) for c in candidates]
+        out = []
+        for c in candidates:
+            func = lowered_of(c)
+            hit = self._cache.get(func)
+            if hit is None or (hit[0] is not target and hit[0] != target):
+                f = store_features(func, target)
+                f.flags.writeable = False
+                hit = self._cache[func] = (target, f)
+            out.append(hit[1])
+        return out
 
 
 def store_features(func, target: Target) -> np.ndarray:
@@ -144,7 +160,7 @@ def store_features(func, target: Target) -> np.ndarray:
     if not w.rows:
         return empty(FEATURE_WIDTH)
     m = np.array(w.rows, dtype=np.float64)
-    m[:, _LOG_MASK] = np.log2(1.0 + np.maximum(m[:, _LOG_MASK], 0.0))
+    m[:, LOG_COLUMNS] = np.log2(1.0 + np.maximum(m[:, LOG_COLUMNS], 0.0))
     return m.astype(np.float32)
 
 
