@@ -368,12 +368,17 @@ def test_ranking_compares_only_records_measured_alike(kind, tmp_path, rng):
         db.commit_tuning_record(TuningRecord(wl, sch.trace, (secs,), HOST, measure=measure,
                                              time=t))
     assert [r.median_secs for r in db.query_tuning_record(wl.func, HOST, k=5)] == [4e-3, 9e-3]
-    two = db.query_tuning_record(wl.func, HOST, k=5, evaluator=EvaluatorConfig(num_threads=2))
+    two = db.query_tuning_record(wl.func, HOST, k=5, evaluator={"num_threads": 2})
     assert [r.median_secs for r in two] == [1e-3]
-    flushed = EvaluatorConfig(num_threads=1, enable_cpu_cache_flush=True)
+    flushed = {"num_threads": 1, "enable_cpu_cache_flush": True}
     assert [r.median_secs for r in db.query_tuning_record(wl.func, HOST, k=5,
                                                           evaluator=flushed)] == [2e-3]
     assert db.newest_record(wl.func, HOST).median_secs == 9e-3
+    # records without arg_offsets were measured on aligned arrays: not like today's default
+    assert db.query_tuning_record(wl.func, HOST, evaluator=EvaluatorConfig(num_threads=1)) == []
+    aligned = EvaluatorConfig(num_threads=1, arg_offsets=None)
+    assert [r.median_secs for r in db.query_tuning_record(wl.func, HOST, k=5,
+                                                          evaluator=aligned)] == [4e-3, 9e-3]
     assert len(db.get_top_k(wl, 5)) == 4  # get_top_k itself still sees every record
     db.close()
 

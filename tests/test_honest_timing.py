@@ -51,11 +51,9 @@ def test_compile_tir_uses_the_records_thread_count():
 def test_compile_tir_ranks_the_latest_settings_only():
     """A faster record measured with 2 threads does not beat the 1-thread run that came
     after it; asked for 2-thread settings, compile_tir takes that one (and its threads)."""
-    from looptune.tune.runner import EvaluatorConfig
-
     func, sch = parallel_add()
     db = db_with(func, sch, (1e-4, {"num_threads": 2}, 1.0), (5e-4, {"num_threads": 1}, 2.0))
     mod = compile_tir(db, func)
     assert mod.record.median_secs == 5e-4 and mod.num_threads == 1
-    mod = compile_tir(db, func, evaluator=EvaluatorConfig(num_threads=2))
+    mod = compile_tir(db, func, evaluator={"num_threads": 2})
     assert mod.record.median_secs == 1e-4 and mod.num_threads == 2

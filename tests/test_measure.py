@@ -267,6 +267,30 @@ def test_early_abort_decides_on_a_warm_call(mm, monkeypatch):
     assert len(out["run_secs"]) == FAST.repeat and max(out["run_secs"]) < 0.05
 
 
+def test_time_evaluator_rotates_argument_offsets(mm, monkeypatch):
+    """With arg_offsets, each repeat runs on copies at other offsets from a 64-byte boundary
+    (as numpy's arrays lie); the caller's arrays are not touched."""
+    from looptune.runtime.ndarray import NUMPY_OFFSETS
+
+    _, tuned = mm
+    seen = []
+    real_pack = Module._pack
+
+    def spy(self, arrays):
+        seen.append(tuple(a.ctypes.data % 64 for a in arrays))
+        return real_pack(self, arrays)
+
+    monkeypatch.setattr(Module, "_pack", spy)
+    args = make_args(tuple(tuned.args), 0)
+    before = [a.copy() for a in args]
+    res = tuned.time_evaluator(number=1, repeat=6, arg_offsets=NUMPY_OFFSETS)(*args)
+    assert len(res.results) == 6 and all(t > 0 for t in res.results)
+    assert seen[0] == (0, 0, 0)  # the arrays as given, then one placement per repeat
+    assert seen[1:] == [tuple((16 * (r + i)) % 64 for i in range(3)) for r in range(6)]
+    for a, b in zip(args[:2], before[:2]):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_inputs_depend_only_on_the_seed(runner, mm):
     ref, tuned = mm
     info = tuple(tuned.args)

@@ -28,3 +28,28 @@ def test_random_args_are_seeded_aligned_and_mark_outputs():
     assert np.isnan(a1[2]).all()
     assert not np.array_equal(random_args(info, 4)[0], a1[0])
     assert (np.abs(a1[0]) <= 1).all() and (a1[1] >= -8).all() and (a1[1] < 8).all()
+
+
+def test_placer_puts_copies_at_the_asked_offsets():
+    from looptune.runtime.ndarray import NUMPY_OFFSETS, Placer, rotated_offsets
+
+    arrays = [np.arange(10, dtype="float32"), np.ones((3, 4), "float64"), np.arange(5)]
+    placer = Placer(arrays)
+    for r in range(5):
+        offs = rotated_offsets(NUMPY_OFFSETS, len(arrays), r)
+        assert offs == tuple(NUMPY_OFFSETS[(r + i) % 4] for i in range(3))
+        views = placer.at(offs)
+        for v, a, off in zip(views, arrays, offs):
+            assert v.ctypes.data % 64 == off and v.shape == a.shape and v.dtype == a.dtype
+            np.testing.assert_array_equal(v, a)
+    assert len({rotated_offsets(NUMPY_OFFSETS, 3, r) for r in range(4)}) == 4
+
+
+def test_evaluator_config_keeps_its_offsets_through_json():
+    from looptune.tune.runner import EvaluatorConfig
+
+    cfg = EvaluatorConfig(num_threads=1)
+    assert cfg.arg_offsets == (0, 16, 32, 48)
+    assert EvaluatorConfig.from_json(cfg.to_json()) == cfg
+    assert EvaluatorConfig.from_json({"num_threads": 1}).arg_offsets is None  # older records
+    assert EvaluatorConfig(arg_offsets=[16]).arg_offsets == (16,)

@@ -12,6 +12,7 @@ import numpy as np
 from ..tir import dtype as dt
 from .call import MISMATCH, call_lib, call_spec
 from .error import RunError
+from .ndarray import Placer, rotated_offsets
 from .timer import timer_lib
 
 
@@ -134,18 +135,23 @@ class Module:
 
     def time_evaluator(self, *, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0,
                        enable_cpu_cache_flush: bool = False, flush_bytes: int | None = None,
-                       warm_up: bool = True):
+                       warm_up: bool = True, arg_offsets=None):
         """A function of the same arrays that returns ProfileResult (seconds per call).
 
         One warm-up call first (`warm_up=False`: the caller has just made one); each repeat
         times `number` calls in C, with `number` raised until a repeat lasts at least
         `min_repeat_ms`; with cache flush, caches are flushed before every repeat (use
-        number=1 to time cold-cache calls)."""
+        number=1 to time cold-cache calls). With `arg_offsets` (byte offsets from a 64-byte
+        boundary, e.g. ndarray.NUMPY_OFFSETS), each repeat runs on copies of the arrays placed
+        at rotating offsets (ndarray.rotated_offsets), as ordinary numpy arrays lie."""
         if number < 1 or repeat < 1:
             raise ValueError("number and repeat must be at least 1")
 
         def run(*arrays) -> ProfileResult:
             ptrs = self._pack(arrays)
+            if arg_offsets:
+                placer = Placer(arrays)
+                ptrs = self._pack(placer.at(rotated_offsets(arg_offsets, len(arrays), 0)))
             lib = timer_lib()
             status = ctypes.c_int32(0)
             fn_ptr = ctypes.cast(self._fn, ctypes.c_void_p)
@@ -168,7 +174,9 @@ class Module:
                     n = max(n + 1, min(int(math.ceil(n * scale * 1.1)), n * 100))
             results = []
             fb = flush_bytes if flush_bytes is not None else 64 << 20
-            for _ in range(repeat):
+            for r in range(repeat):
+                if arg_offsets and r > 0:
+                    ptrs = self._pack(placer.at(rotated_offsets(arg_offsets, len(arrays), r)))
                 if enable_cpu_cache_flush:
                     lib.lt_flush_cache(fb)
                 results.append(timed(n) / n)

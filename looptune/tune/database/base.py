@@ -107,7 +107,8 @@ class TuningRecord:
 # The measurement settings that change what a time means, with the value a record written
 # before the setting existed was measured with. Two records are ranked against each other only
 # when they agree on all of them (a 2-thread time says nothing about a 1-thread one).
-COMPARABLE_SETTINGS = {"num_threads": None, "enable_cpu_cache_flush": False}
+COMPARABLE_SETTINGS = {"num_threads": None, "enable_cpu_cache_flush": False,
+                       "arg_offsets": None}
 
 
 def measure_settings(measure) -> tuple:
@@ -115,7 +116,11 @@ def measure_settings(measure) -> tuple:
     of settings: records with equal tuples have comparable times."""
     if not isinstance(measure, dict):
         measure = measure.to_json()
-    return tuple((k, measure.get(k, legacy)) for k, legacy in COMPARABLE_SETTINGS.items())
+
+    def value(k, legacy):
+        v = measure.get(k, legacy)
+        return tuple(v) if isinstance(v, list) else v
+    return tuple((k, value(k, legacy)) for k, legacy in COMPARABLE_SETTINGS.items())
 
 
 def rank(records, k: int, evaluator=None) -> list:

@@ -104,7 +104,8 @@ class Worker:
                 return {"run_secs": (warm,), "aborted_early": True}
         c = inp.config
         prof = mod.time_evaluator(number=c.number, repeat=c.repeat, min_repeat_ms=c.min_repeat_ms,
-                                  enable_cpu_cache_flush=c.enable_cpu_cache_flush)(*arrays)
+                                  enable_cpu_cache_flush=c.enable_cpu_cache_flush,
+                                  arg_offsets=c.arg_offsets)(*arrays)
         return {"run_secs": tuple(prof.results)}
 
     def serve(self) -> None:
