@@ -148,6 +148,12 @@ def test_load_refuses_other_feature_version(tmp_path):
     path.write_text(json.dumps(meta))
     with pytest.raises(ValueError, match="features version 0.*Retrain"):
         CostModel.load(path)
+    path.write_bytes(b"\x80\x04K\x01.")   # a pickle is refused, never unpickled
+    with pytest.raises(ValueError, match="not a looptune cost model"):
+        CostModel.load(path)
+    make("random", {}).save(path)
+    with pytest.raises(ValueError, match="RandomModel, not a XGBModel"):
+        XGBModel.load(path)
 
 
 def test_registry():

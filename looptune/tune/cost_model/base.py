@@ -43,8 +43,10 @@ class CostModel:
 
     # ------------------------------------------------------------------ the interface
     def update(self, candidates, results) -> None:
-        """Learn from measured candidates (MeasureCandidate, RunnerResult pairs); the model is
-        retrained on everything it has seen."""
+        """Learn from measured candidates (MeasureCandidate, RunnerResult pairs). The model is
+        retrained on everything seen since it was created or loaded; a loaded model goes on
+        from its saved state (its training data is not in the file: that lives in the
+        database, see warm_start)."""
         if len(candidates) != len(results):
             raise ValueError(f"update got {len(candidates)} candidates but {len(results)} "
                              "results; pass one RunnerResult per candidate")
@@ -93,10 +95,13 @@ class CostModel:
     @classmethod
     def load(cls, path) -> "CostModel":
         """A model written by save(); refuses one trained on features of another version."""
-        meta = json.loads(Path(path).read_text())
-        if meta.get("looptune_cost_model") != MODEL_FORMAT_VERSION:
+        try:
+            meta = json.loads(Path(path).read_text())
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            meta = None
+        if not isinstance(meta, dict) or meta.get("looptune_cost_model") != MODEL_FORMAT_VERSION:
             raise ValueError(f"{path} is not a looptune cost model file of format "
-                             f"{MODEL_FORMAT_VERSION} (got {meta.get('looptune_cost_model')!r})")
+                             f"{MODEL_FORMAT_VERSION}; write one with CostModel.save")
         if (meta["feature_version"], meta["feature_width"]) != (FEATURE_VERSION, FEATURE_WIDTH):
             raise ValueError(
                 f"{path} was trained on features version {meta['feature_version']} "

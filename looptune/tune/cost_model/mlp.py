@@ -32,6 +32,7 @@ class MLPModel(CostModel):
         self.lr, self.weight_decay, self.seed = lr, weight_decay, seed
         self.weights = None   # [(W, b), ...]; None: predict returns zeros
         self.mean = self.scale = None
+        self._resume = False  # loaded: training continues from the saved weights
 
     # ------------------------------------------------------------------ network
     def _forward(self, x):
@@ -61,11 +62,12 @@ class MLPModel(CostModel):
     # ------------------------------------------------------------------ training
     def _fit(self, feats, labels, groups) -> None:
         x = aggregate(feats).astype(np.float32)
-        self.mean = x.mean(axis=0)
-        self.scale = np.maximum(x.std(axis=0), 1e-6)
-        x = (x - self.mean) / self.scale
         rng = np.random.default_rng(self.seed)
-        self._init(x.shape[1], rng)
+        if not self._resume:
+            self.mean = x.mean(axis=0)
+            self.scale = np.maximum(x.std(axis=0), 1e-6)
+            self._init(x.shape[1], rng)
+        x = (x - self.mean) / self.scale
         gid = {g: i for i, g in enumerate(dict.fromkeys(groups))}
         group = np.array([gid[g] for g in groups])
         params = [p for wb in self.weights for p in wb]
@@ -117,6 +119,7 @@ class MLPModel(CostModel):
                         for w, b in state["weights"]]
         self.mean = np.array(state["mean"], dtype=np.float32)
         self.scale = np.array(state["scale"], dtype=np.float32)
+        self._resume = True
 
 
 def _mm(a, b, *, limit: int = 200_000):

@@ -130,13 +130,13 @@ class PerStoreFeature(FeatureExtractor):
     version = FEATURE_VERSION
     width = FEATURE_WIDTH
 
-    def names(self) -> list:
-        return feature_names()
-
     def __init__(self):
         # lowered function -> (target, features): a candidate is scored many times in a
         # search (and again when learned from); its lowered IR is computed once and shared
         self._cache = weakref.WeakKeyDictionary()
+
+    def names(self) -> list:
+        return feature_names()
 
     def extract(self, candidates, *, target=None) -> list:
         """The returned arrays are cached and read-only."""
