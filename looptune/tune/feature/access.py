@@ -14,7 +14,8 @@ from ...tir.expr import Binary, Cast, FloatImm, IntImm, Select, Var
 _FOLD = {
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
     "//": lambda a, b: a // b if b else 0, "%": lambda a, b: a % b if b else 0,
-    "tdiv": lambda a, b: int(a / b) if b else 0, "tmod": lambda a, b: a - b * int(a / b) if b else 0,
+    "tdiv": lambda a, b: int(a / b) if b else 0,
+    "tmod": lambda a, b: a - b * int(a / b) if b else 0,
     "/": lambda a, b: a / b if b else 0, "min": min, "max": max,
     "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b), "<": lambda a, b: int(a < b),
     "<=": lambda a, b: int(a <= b), ">": lambda a, b: int(a > b), ">=": lambda a, b: int(a >= b),
