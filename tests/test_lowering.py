@@ -163,3 +163,56 @@ def test_unroll_budget_counts_vectors_of_the_given_width():
 
     assert kinds(512) == {"n": "serial", "i": "unrolled", "j": "vectorized"}
     assert kinds(256) == {"n": "serial", "i": "serial", "j": "vectorized"}
+
+
+def _loop_kinds(stmt) -> dict:
+    from looptune.tir.functor import visit
+    out = {}
+    visit(stmt, lambda n: out.setdefault(n.loop_var.name, n.kind) if isinstance(n, For) else None)
+    return out
+
+
+def test_explicit_unrolling_copies_in_the_ir_only_what_simplifies_per_copy():
+    """A loop whose body tests its variable (padding) is copied before flattening, so each copy
+    keeps only the guards it needs; a plain one stays a loop for the renderer to print."""
+    from looptune.codegen import finish_lowering, lower_loops
+
+    def padded():
+        A = te.placeholder((8, 16), name="A")
+        B = te.compute((10, 16), lambda i, j: te.if_then_else(
+            te.all(i >= 1, i < 9), A[te.max(i - 1, 0), j], 0.0), name="B")
+        sch = Schedule(te.create_prim_func([A, B]))
+        blk = sch.get_block("B")
+        i, j = sch.get_loops(blk)
+        io, ii = sch.split(i, [None, 5])
+        sch.annotate(blk, "pragma_auto_unroll_max_step", 512)
+        sch.annotate(blk, "pragma_unroll_explicit", 1)
+        return sch
+
+    sch = padded()
+    low = finish_lowering(lower_loops(sch.func), vectorize=False)
+    assert "i_1" not in _loop_kinds(low.body)  # copied: it appears in the guard
+    a = RNG.uniform(-1, 1, (8, 16)).astype("float32")
+    want = np.concatenate([np.zeros((1, 16)), a, np.zeros((1, 16))]).astype("float32")
+    np.testing.assert_array_equal(run(low, a, (10, 16)), want)
+    plain = Schedule(matmul(8, 16, 4))
+    c = plain.get_block("C")
+    plain.annotate(c, "pragma_auto_unroll_max_step", 512)
+    plain.annotate(c, "pragma_unroll_explicit", 1)
+    kinds = _loop_kinds(finish_lowering(lower_loops(plain.func), vectorize=False).body)
+    assert "unrolled" in kinds.values()  # left for the renderer to copy
+
+
+def test_tails_of_partitioned_loops_stay_rolled():
+    sch = Schedule(matmul(30, 10, 7))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, 8])
+    sch.reorder(i0, j, k, i1)
+    sch.unroll(i1)
+    parts = partition_loops(lower_blocks(sch.func).body)
+    text = repr(parts)
+    head, tail = text.split("i_0_tail", 1)
+    kinds_main = _loop_kinds(loops_of(parts)[0])
+    assert kinds_main["i_1"] == "unrolled"
+    assert "unrolled" not in tail
