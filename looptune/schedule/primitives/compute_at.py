@@ -265,9 +265,9 @@ def sample_compute_location(sch, inputs, attrs, decision):
         decision = next(d for d in choices
                         if d == -1 or _legal(sch, inputs[0], _target(loops, d)))
     elif not isinstance(decision, int) or not -2 <= decision < len(loops):
+        shared = f", or 0..{len(loops) - 1}: a loop its consumers share" if loops else ""
         raise ScheduleError(f"sample_compute_location: decision {decision!r} is not a location "
-                            f"of this block (-2 inline, -1 root, or 0..{len(loops) - 1}: a loop "
-                            "its consumers share)")
+                            f"of this block (-2 inline, -1 root{shared})")
     return [sch._new(LoopRV, _target(loops, decision))], decision
 
 
