@@ -16,8 +16,8 @@ def _torch():
 
 
 def baseline(name: str, arrays: list, params: dict, *, threads: int = 1):
-    """(label, fn) where fn() computes operator `name` on the input `arrays` with a library,
-    or None when there is no library version of it here."""
+    """(label, fn) where fn() computes operator `name` on the input `arrays` with a library and
+    returns the result, or None when there is no library version of it here."""
     p = params
     torch = _torch()
     if torch is not None:
@@ -40,8 +40,8 @@ def baseline(name: str, arrays: list, params: dict, *, threads: int = 1):
 
         def dense():
             np.matmul(x, w, out=out)
-            out += bias
-            np.maximum(out, 0, out=out)
+            np.add(out, bias, out=out)
+            return np.maximum(out, 0, out=out)
         return "numpy", dense
     if name in ("conv2d", "depthwise_conv2d", "max_pool2d", "avg_pool2d") and torch is not None:
         return "torch", _torch_nn(torch, name, arrays, p)
