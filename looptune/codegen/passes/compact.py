@@ -11,10 +11,12 @@ from __future__ import annotations
 import dataclasses
 
 from ...tir.arith import Simplifier, const_extent, eval_bound
-from ...tir.expr import BufferLoad, binary, const
+from ...tir.arith.simplify import Affine
+from ...tir.expr import BufferLoad, Var, binary, const
 from ...tir.func import PrimFunc
 from ...tir.functor import transform, visit
 from ...tir.stmt import Allocate, BufferStore, Comment, For, IfThenElse, SeqStmt, seq
+from ...tir.functor import uses_var
 from .common import map_children
 
 
@@ -155,6 +157,9 @@ def _plan(buf, accesses, acc_vars):
     if not common:
         return None
     outer = _dom(common)
+    fast = _affine_regions(accesses, len(common), len(buf.shape))
+    if fast is not None:
+        return _shrink(buf, common, [(lo, None, ext) for lo, ext in fast])
     simp = Simplifier(outer)
     bounds = None
     for indices, loops, _ in accesses:
@@ -169,9 +174,58 @@ def _plan(buf, accesses, acc_vars):
         bounds = cur if bounds is None else [
             (simp(binary("min", a[0], c[0])), simp(binary("max", a[1], c[1])))
             for a, c in zip(bounds, cur)]
+    return _shrink(buf, common, [(lo, hi, const_extent(lo, hi, outer)) for lo, hi in bounds])
+
+
+def _affine_regions(accesses, n_common: int, ndim: int):
+    """The fast path of _plan: when every index is affine in the relaxed loop variables (the
+    loops inside the common ones; outer pieces such as fused // 2 may be anything) and the
+    accesses differ (per dimension) only in their constants and in the variables of the loops
+    inside the common ones, the region is [min, max] of those constants plus the relaxed
+    terms' ranges - no symbolic bound analysis needed. [(offset expr, extent)] per dimension,
+    or None to take the general path."""
+    per_dim = [None] * ndim  # (outer terms key, outer Affine, lo const, hi const)
+    for indices, loops, _ in accesses:
+        if len(indices) != ndim:
+            return None
+        relaxed = {lp.loop_var: lp.extent for lp in loops[n_common:]}
+        simp = Simplifier(_dom(loops))
+        for d, idx in enumerate(indices):
+            aff = simp.affine(idx)
+            lo = hi = aff.const
+            outer_terms = {}
+            for key, (atom, coef) in aff.terms.items():
+                if not isinstance(atom, Var):
+                    if uses_var(atom, relaxed):  # e.g. (i1 + r) // 2 with i1 relaxed
+                        return None
+                    outer_terms[key] = (atom, coef)  # e.g. fused // 2 of an outer loop
+                    continue
+                ext = relaxed.get(atom)
+                if ext is None:
+                    outer_terms[key] = (atom, coef)
+                elif coef > 0:
+                    hi += coef * (ext - 1)
+                else:
+                    lo += coef * (ext - 1)
+            sig = frozenset((k, c) for k, (_, c) in outer_terms.items())
+            cur = per_dim[d]
+            if cur is None:
+                per_dim[d] = (sig, outer_terms, aff.dtype, lo, hi)
+            elif cur[0] != sig:
+                return None
+            else:
+                per_dim[d] = (sig, cur[1], cur[2], min(cur[3], lo), max(cur[4], hi))
+    out = []
+    for sig, terms, dtype, lo, hi in per_dim:
+        offset = Affine({k: [a, c] for k, (a, c) in terms.items()}, lo, dtype).to_expr()
+        out.append((offset, hi - lo + 1))
+    return out
+
+
+def _shrink(buf, common, dims):
+    """(lca loop, new buffer, offsets) from per-dimension (lo, hi, constant extent or None)."""
     shape, offsets = [], []
-    for (lo, hi), n in zip(bounds, buf.shape):
-        ext = const_extent(lo, hi, outer)
+    for (lo, _, ext), n in zip(dims, buf.shape):
         if ext is None or ext >= n:
             shape.append(n)
             offsets.append(const(0))
