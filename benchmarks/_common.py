@@ -12,6 +12,17 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 
+def blas_info() -> str:
+    """numpy's BLAS and the kernel it runs (threadpoolctl, where installed)."""
+    try:
+        import numpy  # noqa: F401
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "unknown (pip install threadpoolctl to see)"
+    return ", ".join(f"{i['internal_api']} {i.get('architecture', '?')} x{i['num_threads']}"
+                     for i in threadpool_info() if i.get("user_api") == "blas") or "none"
+
+
 def median_seconds(fn, *, repeat: int = 15, min_time: float = 0.05) -> float:
     """Median over `repeat` timings, each a loop of calls lasting at least `min_time`."""
     fn()

@@ -12,6 +12,10 @@ conv2d >= 1.0x torch; depthwise >= 1.5x torch; relu(x@W+b) >= 1.0x numpy. With
 (../shared/peers/tvm_ms_bench.py) and the ratio looptune/TVM is printed (target >= 1.0).
 
     python benchmarks/tune_kernels.py [--workloads ...] [--trials 64 256 512] [--json out.json]
+
+Where OPENBLAS_CORETYPE is set (some of the development machines set it for old OpenBLAS
+builds), numpy runs an older kernel: unset it and OPENBLAS_L2_SIZE for this command
+(`env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python ...`); the BLAS line shows the kernel.
 """
 from __future__ import annotations
 
@@ -151,7 +155,8 @@ def main():
     out_dir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="tune-kernels-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     cpu = Target.create("cpu")
-    print(f"CPU: {cpu.model} ({cpu}); one thread for every kernel and baseline")
+    print(f"CPU: {cpu.model} ({cpu}); one thread for every kernel and baseline; "
+          f"BLAS: {_common.blas_info()}")
     rows = []
     for key in args.workloads:
         rows += bench(key, sorted(args.trials), args, out_dir)
