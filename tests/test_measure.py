@@ -247,24 +247,30 @@ def test_early_abort_times_one_call_only(runner, mm):
 
 
 def test_early_abort_decides_on_a_warm_call(mm, monkeypatch):
-    """The abort threshold is a median of warm calls: a first call slowed by start-up costs
-    must not abort a fast kernel (the decision times a second call)."""
-    from looptune.tune.runner.worker import Worker
+    """The abort limit is a median of warm calls: a first call slowed by start-up costs must
+    not abort a fast kernel (a second, warm call decides); a first call far beyond the limit
+    (more than twice it plus the cold-start slack) aborts at once."""
+    from looptune.tune.runner.worker import COLD_SLACK_S, Worker
 
     ref, tuned = mm
     real_call = Module.__call__
+    cold = {"secs": 0.0}
 
     def slow_first_call(self, *arrays):
-        time.sleep(0.2)  # page faults, thread start-up, cold caches: only the first call
+        time.sleep(cold["secs"])  # page faults, thread start-up, cold caches: first call only
         real_call(self, *arrays)
 
     monkeypatch.setattr(Module, "__call__", slow_first_call)
     sent = []
     worker = Worker(type("Conn", (), {"send": lambda self, m: sent.append(m)})())
-    out = worker.measure(runner_input(tuned, ref, abort_above_secs=0.05), 1e-3, 1e-3)
-    assert sent[0][0] == "first" and sent[0][1] >= 0.2
+    cold["secs"] = 0.004
+    out = worker.measure(runner_input(tuned, ref, abort_above_secs=0.003), 1e-3, 1e-3)
+    assert sent[0][0] == "first" and sent[0][1] >= 0.004
     assert "error_class" not in out and not out.get("aborted_early"), out
-    assert len(out["run_secs"]) == FAST.repeat and max(out["run_secs"]) < 0.05
+    assert len(out["run_secs"]) == FAST.repeat and max(out["run_secs"]) < 0.003
+    cold["secs"] = 2 * 0.003 + COLD_SLACK_S + 0.01
+    out = worker.measure(runner_input(tuned, ref, abort_above_secs=0.003), 1e-3, 1e-3)
+    assert out["aborted_early"] and out["run_secs"][0] >= cold["secs"]
 
 
 def test_time_evaluator_rotates_argument_offsets(mm, monkeypatch):

@@ -140,8 +140,9 @@ class Module:
 
         One warm-up call first (`warm_up=False`: the caller has just made one); each repeat
         times `number` calls in C, with `number` raised until a repeat lasts at least
-        `min_repeat_ms`; with cache flush, caches are flushed before every repeat (use
-        number=1 to time cold-cache calls). With `arg_offsets` (byte offsets from a 64-byte
+        `min_repeat_ms` (the calibration run that does is the first repeat); with cache
+        flush, caches are flushed before every repeat (use number=1 to time cold-cache
+        calls). With `arg_offsets` (byte offsets from a 64-byte
         boundary, e.g. ndarray.NUMPY_OFFSETS), each repeat runs on copies of the arrays placed
         at rotating offsets (ndarray.rotated_offsets), as ordinary numpy arrays lie."""
         if number < 1 or repeat < 1:
@@ -165,6 +166,7 @@ class Module:
             if warm_up:
                 timed(1)
             n = number
+            results = []
             if min_repeat_ms > 0:
                 while True:
                     t = timed(n)
@@ -172,9 +174,10 @@ class Module:
                         break
                     scale = min_repeat_ms / max(t * 1e3, 1e-3)
                     n = max(n + 1, min(int(math.ceil(n * scale * 1.1)), n * 100))
-            results = []
+                if not enable_cpu_cache_flush:  # the last calibration is a full first repeat
+                    results.append(t / n)
             fb = flush_bytes if flush_bytes is not None else 64 << 20
-            for r in range(repeat):
+            for r in range(len(results), repeat):
                 if arg_offsets and r > 0:
                     ptrs = self._pack(placer.at(rotated_offsets(arg_offsets, len(arrays), r)))
                 if enable_cpu_cache_flush:
