@@ -216,3 +216,22 @@ def test_tails_of_partitioned_loops_stay_rolled():
     kinds_main = _loop_kinds(loops_of(parts)[0])
     assert kinds_main["i_1"] == "unrolled"
     assert "unrolled" not in tail
+
+
+def test_copied_loop_terms_go_last_in_an_index():
+    """`a*56 + u*14 + b + 3` -> `a*56 + b + u*14 + 3` for a loop u the renderer copies, so each
+    copy's constant ends up at the end of the address."""
+    from looptune.codegen.passes.unroll import EXPLICIT, copied_terms_last
+    from looptune.tir.expr import const
+    from looptune.tir.stmt import with_annotation
+
+    a, u, b = Var("a", "int32"), Var("u", "int32"), Var("b", "int32")
+    buf = Buffer("X", (1024,), "float32")
+    idx = binary("+", binary("+", binary("+", binary("*", a, 56), binary("*", u, 14)), b), 3)
+    store = BufferStore(buf, const(1.0, "float32"), (idx,))
+    copied = For(u, 4, "unrolled", store, None, with_annotation((), EXPLICIT, 1))
+    out = copied_terms_last(For(a, 8, "serial", For(b, 8, "serial", copied, None, ()), None, ()))
+    want = binary("+", binary("+", binary("+", binary("*", a, 56), b), binary("*", u, 14)), 3)
+    assert repr(out.body.body.body.indices[0]) == repr(want)
+    plain = For(u, 4, "unrolled", store, None, ())  # not copied by the renderer: untouched
+    assert copied_terms_last(plain) is plain

@@ -14,7 +14,7 @@ from ..target import Target
 from ..tir.func import PrimFunc
 from .passes import (accumulation_loops, auto_unroll, compact_buffers, flatten, lower_blocks,
                      lower_intdiv, partition_loops, unroll_explicit, vectorize_loops)
-from .passes.unroll import folds_per_copy
+from .passes.unroll import copied_terms_last, folds_per_copy
 
 
 def host_vector_bits(vector_bits: int | None) -> int:
@@ -39,7 +39,8 @@ def finish_lowering(loops: PrimFunc, *, vectorize: bool = True,
     f = flatten(loops.with_body(body))
     if not vectorize:
         return f
-    return f.with_body(lower_intdiv(vectorize_loops(f.body, host_vector_bits(vector_bits))))
+    body = vectorize_loops(f.body, host_vector_bits(vector_bits))
+    return f.with_body(copied_terms_last(lower_intdiv(body)))
 
 
 def lower(func: PrimFunc, *, vectorize: bool = True, vector_bits: int | None = None) -> PrimFunc:

@@ -9,9 +9,9 @@ becomes (registers of `vector_bits`: 8 float lanes with AVX2, 16 with AVX-512; 6
 """
 from __future__ import annotations
 
-from ...tir.expr import Binary, Select, const
-from ...tir.functor import substitute, uses_var, visit
-from ...tir.stmt import Allocate, For, IfThenElse, SeqStmt, seq, with_annotation
+from ...tir.expr import Binary, BufferLoad, IntImm, Ramp, Select, binary, const
+from ...tir.functor import substitute, transform, uses_var, visit
+from ...tir.stmt import Allocate, BufferStore, For, IfThenElse, SeqStmt, seq, with_annotation
 from .common import map_children
 from .vectorize import vector_pieces
 
@@ -94,3 +94,52 @@ def folds_per_copy(loop: For) -> bool:
             found.append(n)
     visit(loop.body, fn)
     return bool(found)
+
+
+def copied_terms_last(stmt):
+    """Move the terms of an index that use the variable of a loop the renderer copies
+    (`explicit`) to the end of its sum, before the constant: `a*56 + u*14 + b + 3` becomes
+    `a*56 + b + u*14 + 3`, so that a copy reads `a*56 + b + 1 * 14 + 3` and the C compiler
+    folds one constant at the end of the address, where x86 addressing takes it. (Left in
+    the middle, the same copies ran 1.4x slower on conv2d.)"""
+    copied = set()
+
+    def collect(n):
+        if isinstance(n, For) and explicit(n):
+            copied.add(n.loop_var)
+    visit(stmt, collect)
+    if not copied:
+        return stmt
+
+    def index(e):
+        if not (isinstance(e, Binary) and e.op in ("+", "-") and uses_var(e, copied)):
+            return e
+        terms = []
+
+        def split(x, sign):
+            if isinstance(x, Binary) and x.op in ("+", "-"):
+                split(x.a, sign)
+                split(x.b, sign if x.op == "+" else -sign)
+            else:
+                terms.append((sign, x))
+        split(e, 1)
+        rest = [t for t in terms if not isinstance(t[1], IntImm) and not uses_var(t[1], copied)]
+        mine = [t for t in terms if not isinstance(t[1], IntImm) and uses_var(t[1], copied)]
+        consts = [t for t in terms if isinstance(t[1], IntImm)]
+        out = None
+        for sign, x in rest + mine + consts:
+            if out is None:
+                out = x if sign > 0 else binary("-", const(0, x.dtype), x)
+            else:
+                out = binary("+" if sign > 0 else "-", out, x)
+        return out
+
+    def fn(n):
+        if isinstance(n, BufferLoad):
+            return BufferLoad(n.buffer, tuple(index(i) for i in n.indices), n.dtype)
+        if isinstance(n, BufferStore):
+            return BufferStore(n.buffer, n.value, tuple(index(i) for i in n.indices))
+        if isinstance(n, Ramp):
+            return Ramp(index(n.base), n.stride, n.lanes, n.dtype)
+        return n
+    return transform(stmt, fn)
