@@ -105,12 +105,12 @@ def test_learning_finds_faster_schedules_than_random_sampling():
 
 
 def test_no_valid_candidate_ends_with_a_reason():
-    @Postproc.registry.register("test-reject-all")
+    @Postproc.registry.register("test-evo-reject-all")
     class RejectAll(Postproc):
         def apply(self, sch):
             return False
 
-    space = PostOrderApply(postprocs=["test-reject-all"])
+    space = PostOrderApply(postprocs=["test-evo-reject-all"])
     db = MemoryDatabase()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
