@@ -203,19 +203,24 @@ def test_explicit_unrolling_copies_in_the_ir_only_what_simplifies_per_copy():
     assert "unrolled" in kinds.values()  # left for the renderer to copy
 
 
-def test_tails_of_partitioned_loops_stay_rolled():
+def test_big_tails_of_partitioned_loops_stay_rolled(monkeypatch):
+    from looptune.codegen.passes import partition
+
     sch = Schedule(matmul(30, 10, 7))
     c = sch.get_block("C")
     i, j, k = sch.get_loops(c)
     i0, i1 = sch.split(i, [None, 8])
     sch.reorder(i0, j, k, i1)
-    sch.unroll(i1)
-    parts = partition_loops(lower_blocks(sch.func).body)
-    text = repr(parts)
-    head, tail = text.split("i_0_tail", 1)
-    kinds_main = _loop_kinds(loops_of(parts)[0])
-    assert kinds_main["i_1"] == "unrolled"
-    assert "unrolled" not in tail
+    sch.annotate(c, "pragma_auto_unroll_max_step", 64)
+    sch.annotate(c, "pragma_unroll_explicit", 1)
+    from looptune.codegen import lower_loops
+    body = lower_loops(sch.func).body
+    small = repr(partition_loops(body)).split("i_0_tail", 1)[1]
+    assert "unrolled" in small  # a small tail keeps its unrolling
+    monkeypatch.setattr(partition, "TAIL_UNROLL_BUDGET", 4)
+    parts = partition_loops(body)
+    assert _loop_kinds(loops_of(parts)[0])["i_1"] == "unrolled"
+    assert "unrolled" not in repr(parts).split("i_0_tail", 1)[1]
 
 
 def test_copied_loop_terms_go_last_in_an_index():
