@@ -93,33 +93,36 @@ def _at_offset(a: np.ndarray, offset: int) -> np.ndarray:
 def test_a_tuned_kernel_takes_its_records_time_on_plain_numpy_arrays(name, params, tmp_path):
     """Tune a few trials on one thread, compile the best record, call it the way a user does
     (fresh numpy arrays; arrays 16 and 48 bytes past a 64-byte boundary) and compare with the
-    record: within 10%, plus 2 us under 50 us. (Retried twice: a shared machine is noisy.)"""
+    record: within 10%, plus 2 us under 50 us. A busy machine can slow the tuning run's
+    measurement or the user's calls, so a miss is retried, re-tuning, twice."""
     from looptune.te import ops
     from looptune.tune import tune_tir
     from looptune.tune.runner import EvaluatorConfig
 
     func = te.create_prim_func(ops.workload(name, **params)[0])
-    db = tune_tir(func, "cpu", tmp_path, max_trials_global=16, num_trials_per_iter=16, seed=0,
-                  evaluator=EvaluatorConfig(num_threads=1), progress=False)
-    mod = compile_tir(db, func)
-    assert mod.num_threads == 1
-    record = mod.record.median_secs
-    allowed = 0.10 * record + (2e-6 if record < 50e-6 else 0.0)
     rng = np.random.default_rng(0)
+    for attempt in range(3):
+        db = tune_tir(func, "cpu", tmp_path / str(attempt), max_trials_global=16,
+                      num_trials_per_iter=16, seed=attempt,
+                      evaluator=EvaluatorConfig(num_threads=1), progress=False)
+        mod = compile_tir(db, func)
+        assert mod.num_threads == 1
+        record = mod.record.median_secs
+        allowed = 0.10 * record + (2e-6 if record < 50e-6 else 0.0)
 
-    def user_arrays(offset=None):
-        out = []
-        for info in mod.args:
-            a = (np.empty(info.shape, "float32") if info.written
-                 else rng.random(info.shape).astype("float32"))
-            out.append(a if offset is None else _at_offset(a, offset))
-        return out
+        def user_arrays(offset=None):
+            out = []
+            for info in mod.args:
+                a = (np.empty(info.shape, "float32") if info.written
+                     else rng.random(info.shape).astype("float32"))
+                out.append(a if offset is None else _at_offset(a, offset))
+            return out
 
-    for label, offset in (("numpy's own", None), ("16 bytes off", 16), ("48 bytes off", 48)):
-        for attempt in range(3):
+        misses = []
+        for label, offset in (("numpy's own", None), ("16 bytes off", 16), ("48 bytes off", 48)):
             got = _user_seconds(mod, user_arrays(offset))
-            if abs(got - record) <= allowed:
-                break
-        assert abs(got - record) <= allowed, (
-            f"{name}, {label} arrays: {got * 1e6:.2f} us per call from Python, the record says "
-            f"{record * 1e6:.2f} us")
+            if abs(got - record) > allowed:
+                misses.append(f"{label} arrays: {got * 1e6:.2f} us per call from Python")
+        if not misses:
+            return
+    pytest.fail(f"{name}: the record says {record * 1e6:.2f} us; " + "; ".join(misses))
