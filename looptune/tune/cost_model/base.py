@@ -143,11 +143,8 @@ def records_as_candidates(database, target, *, exclude=None, max_records: int = 
     """(candidates, results) rebuilt from the newest `max_records` usable records of
     `database` on `target`: early-aborted records and excluded workloads are left out, and a
     record whose trace no longer replays is skipped."""
-    from ...schedule import Schedule, ScheduleError
     from ...target import Target
     from ...tir.func import PrimFunc
-    from ..runner.base import RunnerResult
-    from ..search_strategy.base import MeasureCandidate
     tkey = Target.create(target).key()
     if exclude is None:
         exclude = ()
@@ -160,9 +157,18 @@ def records_as_candidates(database, target, *, exclude=None, max_records: int = 
             if r.workload.key not in skip and r.target.key() == tkey
             and not r.measure.get("aborted_early") and r.error_class != "schedule_error"]
     recs.sort(key=lambda r: r.time)
+    return candidates_of_records(recs[-max_records:] if max_records else [])
+
+
+def candidates_of_records(records, func=None):
+    """(candidates, results) of tuning records, each trace replayed on `func` (default: the
+    record's workload); a record whose trace no longer replays is skipped."""
+    from ...schedule import Schedule, ScheduleError
+    from ..runner.base import RunnerResult
+    from ..search_strategy.base import MeasureCandidate
     cands, results = [], []
-    for rec in recs[-max_records:] if max_records else []:
-        sch = Schedule(rec.workload.func, seed=0)
+    for rec in records:
+        sch = Schedule(func if func is not None else rec.workload.func, seed=0)
         try:
             rec.trace.apply_to_schedule(sch)
         except ScheduleError:

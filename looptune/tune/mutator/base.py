@@ -28,6 +28,20 @@ class Mutator:
         return f"{type(self).__name__}()"
 
 
+class MutateChoice(Mutator):
+    """Picks another index for a sampling instruction whose decision is an index in
+    [low, point.info[pos]): a categorical choice or a compute location."""
+    low = 0
+
+    def apply(self, point, rand):
+        positions = self.positions(point)
+        if not positions:
+            return None
+        pos = rand.choice(positions)
+        new = other_index(rand, point.info[pos], point.decisions[pos], low=self.low)
+        return None if new is None else (pos, new)
+
+
 def other_index(rand, n: int, current: int, low: int = 0):
     """A uniformly chosen int in [low, n) other than `current`, or None if there is none."""
     choices = [i for i in range(low, n) if i != current]

@@ -1,19 +1,12 @@
-"""MutateComputeLocation: compute a producer at another loop its consumers share, where it
-is, or inlined. Illegal picks are refused when the point replays (compute_at says so), and
-the search tries another mutation."""
+"""MutateComputeLocation: compute a producer at another loop its consumers share (decisions
+0..n-1), where it is (-1), or inlined (-2). Illegal picks are refused when the point replays
+(compute_at says so), and the search tries another mutation."""
 from __future__ import annotations
 
-from .base import Mutator, other_index
+from .base import MutateChoice, Mutator
 
 
 @Mutator.registry.register("compute-location")
-class MutateComputeLocation(Mutator):
+class MutateComputeLocation(MutateChoice):
     tag = "compute_location"
-
-    def apply(self, point, rand):
-        positions = self.positions(point)
-        if not positions:
-            return None
-        pos = rand.choice(positions)
-        new = other_index(rand, point.info[pos], point.decisions[pos], low=-2)
-        return None if new is None else (pos, new)
+    low = -2

@@ -12,7 +12,7 @@ from collections import Counter
 
 import numpy as np
 
-from ...schedule import Schedule, ScheduleError
+from ...schedule import ScheduleError
 
 from ..defaults import DEFAULT_EVOLUTIONARY, default_mutators
 from ..mutator.base import Mutator
@@ -226,17 +226,8 @@ class EvolutionarySearch(SearchStrategy):
 
     def _learn_from_records(self, records) -> None:
         """Resuming: the cost model learns from this workload's earlier measurements."""
-        from ..runner.base import RunnerResult
-        from .base import MeasureCandidate
-        cands, results = [], []
-        for rec in records:
-            sch = Schedule(self.context.func, seed=0)
-            try:
-                rec.trace.apply_to_schedule(sch)
-            except ScheduleError:
-                continue
-            cands.append(MeasureCandidate(sch, rec.sch_hash or ""))
-            results.append(RunnerResult(run_secs=rec.run_secs, error_class=rec.error_class))
+        from ..cost_model.base import candidates_of_records
+        cands, results = candidates_of_records(records, self.context.func)
         if cands:
             self.cost_model.update(cands, results)
 
