@@ -240,3 +240,38 @@ def test_copied_loop_terms_go_last_in_an_index():
     assert repr(out.body.body.body.indices[0]) == repr(want)
     plain = For(u, 4, "unrolled", store, None, ())  # not copied by the renderer: untouched
     assert copied_terms_last(plain) is plain
+
+
+def small_conv(C=2, H=5, W=6, K=3):
+    from looptune.te import ops
+    X = te.placeholder((1, C, H, W), name="X")
+    Wt = te.placeholder((K, C, 3, 3), name="W")
+    return te.create_prim_func([X, Wt, ops.conv2d_nchw(X, Wt, stride=1, padding=1)])
+
+
+def test_padding_loops_are_cut_where_their_selection_switches():
+    from looptune.codegen.passes import partition_selects
+    from looptune.te.ops import reference
+    sch = Schedule(small_conv())
+    pad = sch.get_block("pad")
+    sch.compute_at(pad, sch.get_loops(sch.get_block("conv2d_nchw"))[2])  # a row of pads per y
+    cut = partition_selects(lower_blocks(sch.func).body)
+    inner = [lp for lp in loops_of(cut) if "_p" in lp.loop_var.name]
+    assert [lp.extent for lp in inner] == [1, 6, 1]  # 8 padded columns: 0 | 1..6 | 7
+    lowered = lower(sch.func, vectorize=False)
+    parts = [lp for lp in loops_of(lowered.body) if "_p" in lp.loop_var.name]
+    assert "select" not in repr(parts[0]) and "select" not in repr(parts[2])  # zeros
+    assert "_p1 + 1 >= 1" not in repr(parts[1]) and "X[" in repr(parts[1])  # a plain copy
+    x = RNG.uniform(-1, 1, (1, 2, 5, 6)).astype("float32")
+    w = RNG.uniform(-1, 1, (3, 2, 3, 3)).astype("float32")
+    want = reference.conv2d_nchw(x, w, padding=1)
+    np.testing.assert_allclose(run(lower(sch.func, vectorize=False), x, w, (1, 3, 5, 6)), want,
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_selection_cuts_skip_switch_points_that_depend_on_outer_loops():
+    from looptune.codegen.passes import partition_selects
+    sch = Schedule(small_conv())
+    sch.compute_inline(sch.get_block("pad"))  # the column test now reads x + rs
+    low = lower_blocks(sch.func)
+    assert "_p0" not in repr(partition_selects(low.body))

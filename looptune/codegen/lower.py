@@ -13,7 +13,8 @@ from __future__ import annotations
 from ..target import Target
 from ..tir.func import PrimFunc
 from .passes import (accumulation_loops, auto_unroll, compact_buffers, flatten, lower_blocks,
-                     lower_intdiv, partition_loops, unroll_explicit, vectorize_loops)
+                     lower_intdiv, partition_loops, partition_selects, unroll_explicit,
+                     vectorize_loops)
 from .passes.unroll import copied_terms_last, folds_per_copy
 
 
@@ -31,11 +32,12 @@ def lower_loops(func: PrimFunc, *, vector_bits: int | None = None) -> PrimFunc:
 
 def finish_lowering(loops: PrimFunc, *, vectorize: bool = True,
                     vector_bits: int | None = None) -> PrimFunc:
-    """Stage 2, on the output of `lower_loops`: loop partitioning, flattening (with
+    """Stage 2, on the output of `lower_loops`: loop partitioning (at the guards of
+    non-dividing splits, and innermost loops at their selections: padding), flattening (with
     simplification), vectorization and C integer division. Loops to unroll explicitly mostly
     stay loops here and the renderer prints their copies, so the passes run on one copy;
     only those whose copies simplify differently (`folds_per_copy`) are copied first."""
-    body = unroll_explicit(partition_loops(loops.body), only=folds_per_copy)
+    body = unroll_explicit(partition_loops(partition_selects(loops.body)), only=folds_per_copy)
     f = flatten(loops.with_body(body))
     if not vectorize:
         return f

@@ -80,15 +80,17 @@ def sample_categorical(sch, inputs, attrs, decision):
 
 
 @lru_cache(maxsize=4096)
-def tile_inner_choices(extent: int, max_innermost_factor: int, max_waste: float = 0.1) -> tuple:
-    """Innermost factors sample_tile may pick: the divisors of the extent, and the small
-    (<= 8: register-tile rows) or 8-aligned (whole vectors) factors that do not divide it but
-    waste at most `max_waste` of the iterations on the guarded tail (loop partitioning keeps
-    the main part guard-free)."""
+def tile_inner_choices(extent: int, max_innermost_factor: int) -> tuple:
+    """Innermost factors sample_tile may pick: the divisors of the extent, and the factors that
+    do not divide it but leave a short tail (loop partitioning keeps the main part guard-free):
+    small ones (<= 8: register-tile rows) or whole vectors (multiples of 8) whose padded
+    extent is at most 10% longer, and power-of-two vectors whose tail is whole 8-lane vectors.
+    A width of 56 so gets 16-lane tiles (3 full and a tail of 8) on AVX-512."""
     out = []
     for d in range(1, min(extent, max_innermost_factor) + 1):
         waste = (-(-extent // d) * d - extent) / extent
-        if extent % d == 0 or ((d <= 8 or d % 8 == 0) and waste <= max_waste):
+        if (extent % d == 0 or ((d <= 8 or d % 8 == 0) and waste <= 0.1)
+                or (d % 8 == 0 and d & (d - 1) == 0 and extent % 8 == 0)):
             out.append(d)
     return tuple(out) or (1,)
 
