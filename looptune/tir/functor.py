@@ -14,7 +14,10 @@ from .expr import (Binary, BufferLoad, Cast, IntImm, FloatImm, PrimExpr, Select,
 from .stmt import BufferRegion, IterVar, Stmt
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_CHILD_FIELDS: dict[type, tuple] = {}
 _LEAVES = (Var, IntImm, FloatImm, Buffer, str, int, float, bool, type(None))
+# fields declared with these types never hold a child node: walks skip them
+_DATA_TYPES = {"str", "int", "float", "bool", "Buffer", "str | None"}
 
 
 def node_fields(cls) -> tuple[str, ...]:
@@ -24,10 +27,19 @@ def node_fields(cls) -> tuple[str, ...]:
     return f
 
 
+def child_fields(cls) -> tuple:
+    """(position, name) of the fields of `cls` that may hold child nodes."""
+    f = _CHILD_FIELDS.get(cls)
+    if f is None:
+        f = _CHILD_FIELDS[cls] = tuple((i, x.name) for i, x in enumerate(fields(cls))
+                                       if x.type not in _DATA_TYPES)
+    return f
+
+
 def children(node) -> list:
     """The direct child nodes (expressions, statements, regions, iter vars) of `node`."""
     out = []
-    for name in node_fields(type(node)):
+    for _, name in child_fields(type(node)):
         v = getattr(node, name)
         if type(v) is tuple:
             for x in v:
@@ -75,15 +87,15 @@ def transform(node, fn: Callable, *, pre: Callable | None = None):
     if isinstance(node, _LEAVES):
         return fn(node)
     cls = type(node)
-    names = node_fields(cls)
-    vals = [getattr(node, n) for n in names]
-    changed = False
-    for i, v in enumerate(vals):
+    vals = None
+    for i, name in child_fields(cls):
+        v = getattr(node, name)
         nv = _transform_value(v, fn, pre)
         if nv is not v:
+            if vals is None:
+                vals = [getattr(node, n) for n in node_fields(cls)]
             vals[i] = nv
-            changed = True
-    if changed:
+    if vals is not None:
         node = _rebuild(cls, vals)
     return fn(node)
 

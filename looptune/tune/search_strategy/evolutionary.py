@@ -168,12 +168,13 @@ class EvolutionarySearch(SearchStrategy):
         pool = [p for p in population if p.candidate.sch_hash not in self.seen
                 and p.candidate.sch_hash not in hashes]
         self.rand.shuffle(pool)
-        for p in pool + self.sample_fresh(n):
-            if len(picks) >= n:
-                break
-            if p.candidate.sch_hash not in self.seen and p.candidate.sch_hash not in hashes:
-                picks.append(p)
-                hashes.add(p.candidate.sch_hash)
+        for source in (lambda: pool, lambda: self.sample_fresh(n - len(picks))):
+            for p in source():  # fresh samples only when the population runs short
+                if len(picks) >= n:
+                    return picks
+                if p.candidate.sch_hash not in self.seen and p.candidate.sch_hash not in hashes:
+                    picks.append(p)
+                    hashes.add(p.candidate.sch_hash)
         return picks
 
     # ------------------------------------------------------------------ helpers
