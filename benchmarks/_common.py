@@ -12,6 +12,15 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 
+def fresh_kernel_cache() -> str:
+    """Compile into a new, empty kernel cache, so that tuning time counts every compile (a
+    cache kept from an earlier run with the same seed would make trials look cheap)."""
+    import tempfile
+    d = tempfile.mkdtemp(prefix="looptune-bench-cache-")
+    os.environ["LOOPTUNE_CACHE_DIR"] = d
+    return d
+
+
 def blas_info() -> str:
     """numpy's BLAS and the kernel it runs (threadpoolctl, where installed)."""
     try:

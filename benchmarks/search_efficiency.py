@@ -57,6 +57,7 @@ class TauProbe:
 
 def one_run(func, strategy: str, seed: int, trials: int, per_iter: int) -> dict:
     work = tempfile.mkdtemp(prefix="search-eff-")
+    _common.fresh_kernel_cache()  # every trial of every run pays for its compile
     kw = {}
     strat = None
     if strategy == "replay-trace":

@@ -152,6 +152,7 @@ def main():
     ap.add_argument("--keep", default=None, help="keep the work dirs here")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    _common.fresh_kernel_cache()  # every trial pays for its compile
     out_dir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="tune-kernels-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     cpu = Target.create("cpu")

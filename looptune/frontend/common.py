@@ -1,0 +1,56 @@
+"""What both importers share: building nodes from framework operators, with numpy-side
+constant handling and errors that name the operator and the node."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph.ir import GraphBuilder, GraphError, Value
+
+
+class ImportError_(GraphError):
+    """An operator or attribute the importer cannot translate."""
+
+
+def unsupported(framework: str, op: str, node: str, supported) -> ImportError_:
+    return ImportError_(f"{framework} operator {op} (node {node}) is not supported by "
+                        f"looptune's importer; supported: {', '.join(sorted(supported))}")
+
+
+class Emitter:
+    """A GraphBuilder with the helpers translations need."""
+
+    def __init__(self, name: str):
+        self.g = GraphBuilder(name)
+
+    def const(self, name: str, data) -> Value:
+        return self.g.const(name, np.asarray(data, dtype=np.float32)
+                            if np.asarray(data).dtype == np.float64 else data)
+
+    def op(self, op: str, *inputs, name: str | None = None, **attrs) -> Value:
+        return self.g.op(op, *inputs, name=name, **attrs)
+
+    def reshape(self, x: Value, shape, name: str | None = None) -> Value:
+        shape = tuple(int(s) for s in shape)
+        if x.is_const:
+            return self.const(x.name, x.data.reshape(shape))
+        if x.shape == shape:
+            return x
+        return self.op("reshape", x, name=name, shape=shape)
+
+    def binary(self, op: str, a, b, name: str | None = None) -> Value:
+        """a op b where either may be a Python number (never both)."""
+        if not isinstance(a, Value):
+            return self.op(op, b, name=name, scalar=float(a), reverse=True)
+        if not isinstance(b, Value):
+            return self.op(op, a, name=name, scalar=float(b))
+        return self.op(op, a, b, name=name)
+
+    def channel_affine(self, x: Value, scale, shift, name: str) -> Value:
+        """x * scale + shift per channel (axis 1 of NCHW): an inference batch norm. Right
+        after a convolution, `fold_conv_affine` moves the scale into its weights."""
+        k = x.shape[1]
+        shape = (1, k) + (1,) * (len(x.shape) - 2)
+        y = self.op("mul", x, self.const(name + "_scale", np.asarray(scale, np.float32)
+                                         .reshape(shape)), name=name + "_mul")
+        return self.op("add", y, self.const(name + "_shift", np.asarray(shift, np.float32)
+                                            .reshape(shape)), name=name)

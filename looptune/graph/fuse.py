@@ -1,0 +1,103 @@
+"""Fusion: cut a graph into groups of nodes that become one kernel each.
+
+- An elementwise node joins the group that produced one of its inputs, when that group's
+  output is read by this node alone (and is not a graph output): bias adds, activations and
+  residual adds become the epilogue of the matmul or convolution they follow.
+- A reduction (softmax, layer_norm, mean) absorbs the group of elementwise nodes that feeds
+  it, when it is that group's only reader: its prologue.
+- Anchors (matmul, conv2d, pooling) and injective nodes (transpose, slice, concat) start a
+  group of their own. Views (reshape) make no kernel: the executor passes the same bytes on.
+
+Each group becomes a PrimFunc named by the operators it holds (`fused_matmul_add_relu`),
+with the group's external inputs as parameters in order of first use: weights are
+parameters, not baked in, so identical layers make identical functions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import te
+from .ir import Graph, Value
+from .op import get_graph_op
+
+_EPILOGUE_HOSTS = ("anchor", "reduction", "elementwise", "injective")
+
+
+@dataclass
+class FusedGroup:
+    nodes: list = field(default_factory=list)
+    kinds: set = field(default_factory=set)
+
+    @property
+    def output(self) -> Value:
+        return self.nodes[-1].output
+
+    @property
+    def name(self) -> str:
+        return "fused_" + "_".join(n.op for n in self.nodes)
+
+    @property
+    def inputs(self) -> list:
+        """External inputs in order of first use (graph inputs, constants, other groups')."""
+        inside = {id(n.output) for n in self.nodes}
+        out, seen = [], set()
+        for n in self.nodes:
+            for v in n.inputs:
+                if id(v) not in inside and id(v) not in seen:
+                    seen.add(id(v))
+                    out.append(v)
+        return out
+
+    def prim_func(self):
+        """The group as one PrimFunc: (inputs..., output)."""
+        env, params = {}, []
+        for i, v in enumerate(self.inputs):
+            t = te.placeholder(v.shape, name=f"p{i}", dtype=v.dtype)
+            env[id(v)] = t
+            params.append(t)
+        for n in self.nodes:
+            env[id(n.output)] = get_graph_op(n.op).te([env[id(v)] for v in n.inputs], n.attrs,
+                                                      n.op)
+        return te.create_prim_func(params + [env[id(self.output)]], name=self.name)
+
+
+def fuse(graph: Graph) -> list:
+    """The kernels of the graph, in an order that respects their dependencies."""
+    consumers = graph.consumers()
+    outputs = {id(v) for v in graph.outputs}
+    group_of: dict = {}   # id(node output) -> FusedGroup
+    groups: list = []
+
+    def sole_reader(v: Value, node) -> bool:
+        readers = consumers.get(id(v), [])
+        return len(readers) == 1 and readers[0] is node and id(v) not in outputs
+
+    for node in graph.nodes:
+        kind = get_graph_op(node.op).kind
+        if kind == "view":
+            continue
+        target = None
+        if kind == "elementwise":
+            for v in node.inputs:
+                g = group_of.get(id(v))
+                if g is not None and g.output is v and sole_reader(v, node) \
+                        and g.kinds & set(_EPILOGUE_HOSTS):
+                    target = g
+                    break
+        elif kind == "reduction":
+            for v in node.inputs:
+                g = group_of.get(id(v))
+                if g is not None and g.output is v and sole_reader(v, node) \
+                        and g.kinds == {"elementwise"}:
+                    target = g  # the elementwise producer becomes this reduction's prologue
+                    break
+        if target is None:
+            target = FusedGroup()
+            groups.append(target)
+        else:
+            groups.remove(target)   # it now ends here: keep groups ordered by their last node
+            groups.append(target)
+        target.nodes.append(node)
+        target.kinds.add(kind)
+        group_of[id(node.output)] = target
+    return groups

@@ -1,0 +1,88 @@
+"""Graph operators: what a node's `op` name means.
+
+A `GraphOp` knows how to express itself as tensor expressions (`te(inputs, attrs)`, the
+source of every kernel), how to compute itself with numpy (`ref(arrays, attrs)`: constant
+folding and the graph's reference evaluation) and its fusion kind:
+
+- "anchor": the heavy operator of a kernel (matmul, conv2d, pooling); elementwise operators
+  that follow it fuse into it as an epilogue;
+- "reduction": softmax, layer_norm, mean and friends; elementwise operators that feed it fuse
+  into it as a prologue, and those that follow it as an epilogue;
+- "elementwise": one output element from the same element of each input (with numpy
+  broadcasting);
+- "injective": each output element copies one input element (transpose, slice, concat);
+- "view": a reshape that leaves the bytes as they are: no kernel at all.
+
+The output type comes from building the tensor expression on placeholders of the input
+types, so shapes are checked and inferred by the same code that makes the kernel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ... import te
+from ..ir import GraphError, TensorType
+
+KINDS = ("anchor", "reduction", "elementwise", "injective", "view")
+
+
+@dataclass(frozen=True)
+class GraphOp:
+    name: str
+    kind: str
+    te: Callable       # (list of te.Tensor, attrs: dict, name: str) -> te.Tensor
+    ref: Callable      # (list of np.ndarray, attrs: dict) -> np.ndarray
+    attrs: tuple = ()  # the attribute names it accepts
+    doc: str = ""
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"graph op {self.name}: kind must be one of {KINDS}")
+
+    def check_attrs(self, attrs: dict, node: str) -> None:
+        unknown = sorted(set(attrs) - set(self.attrs))
+        if unknown:
+            raise GraphError(f"node {node} ({self.name}): unknown attribute(s) "
+                             f"{', '.join(unknown)}; {self.name} takes "
+                             f"{', '.join(self.attrs) or 'no attributes'}")
+
+    def infer(self, types: list, attrs: dict, node: str) -> TensorType:
+        self.check_attrs(attrs, node)
+        placeholders = [te.placeholder(t.shape, name=f"in{i}", dtype=t.dtype)
+                        for i, t in enumerate(types)]
+        try:
+            out = self.te(placeholders, attrs, node)
+        except GraphError:
+            raise
+        except (te.TEError, ValueError, TypeError, IndexError) as e:
+            shapes = ", ".join(str(t) for t in types)
+            raise GraphError(f"node {node} ({self.name}) on inputs ({shapes}): {e}") from None
+        return TensorType(out.shape, out.dtype)
+
+
+GRAPH_OPS: dict[str, GraphOp] = {}
+
+
+def register_graph_op(op: GraphOp) -> GraphOp:
+    if op.name in GRAPH_OPS:
+        raise ValueError(f"graph op {op.name!r} is already registered")
+    GRAPH_OPS[op.name] = op
+    return op
+
+
+def get_graph_op(name: str, node: str | None = None) -> GraphOp:
+    op = GRAPH_OPS.get(name)
+    if op is None:
+        where = f"node {node}: " if node else ""
+        raise GraphError(f"{where}unknown operator {name!r}; the graph IR knows "
+                         f"{', '.join(sorted(GRAPH_OPS))}")
+    return op
+
+
+def graph_op(name: str, kind: str, attrs: tuple = (), ref: Callable | None = None):
+    """Decorator: register `fn(inputs, attrs, name) -> te.Tensor` as operator `name`."""
+    def deco(fn):
+        register_graph_op(GraphOp(name, kind, fn, ref, tuple(attrs), (fn.__doc__ or "").strip()))
+        return fn
+    return deco

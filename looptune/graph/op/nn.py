@@ -1,0 +1,191 @@
+"""Graph operators that anchor a kernel (matmul, convolution, pooling) or reduce (softmax,
+layer_norm, mean). Their tensor expressions come from `looptune.te.ops`; their numpy
+references from `looptune.te.ops.reference`."""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import te
+from ...te import ops
+from ...te.ops import reference as R
+from ..ir import GraphError
+from .base import graph_op
+
+
+def _n_inputs(node, op, inputs, lo, hi=None):
+    hi = lo if hi is None else hi
+    if not lo <= len(inputs) <= hi:
+        want = str(lo) if lo == hi else f"{lo} to {hi}"
+        raise GraphError(f"node {node} ({op}): takes {want} inputs, got {len(inputs)}")
+
+
+# ------------------------------------------------------------------ linear algebra
+def _matmul_ref(a, attrs):
+    x, w = a
+    x = x.T if attrs.get("transpose_a") else x
+    w = w.T if attrs.get("transpose_b") else w
+    return (x.astype(np.float64) @ w).astype(a[0].dtype)
+
+
+@graph_op("matmul", "anchor", attrs=("transpose_a", "transpose_b"), ref=_matmul_ref)
+def matmul(inputs, attrs, node):
+    """2-D matrix product; transpose_b=True reads B as (N, K), like a linear layer's weight."""
+    _n_inputs(node, "matmul", inputs, 2)
+    return ops.matmul(inputs[0], inputs[1], transpose_a=bool(attrs.get("transpose_a", False)),
+                      transpose_b=bool(attrs.get("transpose_b", False)), name=node)
+
+
+def _bmm_ref(a, attrs):
+    x, y = a
+    if attrs.get("transpose_b"):
+        y = np.swapaxes(y, 1, 2)
+    return np.matmul(x.astype(np.float64), y).astype(a[0].dtype)
+
+
+@graph_op("batch_matmul", "anchor", attrs=("transpose_b",), ref=_bmm_ref)
+def batch_matmul(inputs, attrs, node):
+    """(B, M, K) @ (B, K, N), or (B, N, K) with transpose_b=True; a batch of 1 broadcasts."""
+    _n_inputs(node, "batch_matmul", inputs, 2)
+    A, B = inputs
+    if not attrs.get("transpose_b"):
+        return ops.batch_matmul(A, B, name=node)
+    if A.ndim != 3 or B.ndim != 3 or A.shape[2] != B.shape[2]:
+        raise GraphError(f"node {node} (batch_matmul): with transpose_b A must be (B, M, K) and "
+                         f"B (B, N, K), got {A.shape} and {B.shape}")
+    (ba, M, K), (bb, N, _) = A.shape, B.shape
+    k = te.reduce_axis(K, "k")
+    return te.compute((max(ba, bb), M, N),
+                      lambda b, i, j: te.sum(A[b if ba > 1 else 0, i, k]
+                                             * B[b if bb > 1 else 0, j, k], axis=k),
+                      name=node, tag="batch_matmul")
+
+
+# ------------------------------------------------------------------ convolution
+def _conv_attrs(attrs):
+    return (attrs.get("stride", 1), attrs.get("padding", 0), attrs.get("dilation", 1),
+            int(attrs.get("groups", 1)))
+
+
+def _conv_ref(a, attrs):
+    x, w = a
+    stride, padding, dilation, groups = _conv_attrs(attrs)
+    if groups == 1:
+        return R.conv2d_nchw(x, w, stride, padding, dilation)
+    C, K = x.shape[1], w.shape[0]
+    cg, kg = C // groups, K // groups
+    return np.concatenate([R.conv2d_nchw(x[:, g * cg:(g + 1) * cg], w[g * kg:(g + 1) * kg],
+                                         stride, padding, dilation) for g in range(groups)],
+                          axis=1)
+
+
+@graph_op("conv2d", "anchor", attrs=("stride", "padding", "dilation", "groups"), ref=_conv_ref)
+def conv2d(inputs, attrs, node):
+    """NCHW input, (K, C/groups, R, S) weight, as PyTorch; groups == C is depthwise."""
+    _n_inputs(node, "conv2d", inputs, 2)
+    X, W = inputs
+    stride, padding, dilation, groups = _conv_attrs(attrs)
+    if X.ndim != 4 or W.ndim != 4:
+        raise GraphError(f"node {node} (conv2d): needs a 4-D input (N, C, H, W) and weight "
+                         f"(K, C/groups, R, S), got {X.shape} and {W.shape}")
+    C, K = X.shape[1], W.shape[0]
+    if groups < 1 or C % groups or K % groups or W.shape[1] * groups != C:
+        raise GraphError(f"node {node} (conv2d): groups={groups} does not fit {C} input and {K} "
+                         f"output channels with a weight of shape {W.shape} (it needs "
+                         f"C/groups = {W.shape[1]} input channels per filter)")
+    if groups == 1:
+        return ops.conv2d_nchw(X, W, stride, padding, dilation, name=node)
+    from ...te.ops._common import pair, window_out
+    (sh, sw), (ph, pw), (dh, dw) = (pair(node, "stride", stride, 1),
+                                    pair(node, "padding", padding, 0),
+                                    pair(node, "dilation", dilation, 1))
+    Rk, Sk = W.shape[2], W.shape[3]
+    OH = window_out(node, X.shape[2], Rk, sh, ph, dh, "height")
+    OW = window_out(node, X.shape[3], Sk, sw, pw, dw, "width")
+    P = ops.pad(X, (0, 0, ph, pw), name="pad") if ph or pw else X
+    cg, kg = C // groups, K // groups
+    rr, rs = te.reduce_axis(Rk, "rr"), te.reduce_axis(Sk, "rs")
+    if cg == 1:  # depthwise (channel multiplier kg)
+        return te.compute(
+            (X.shape[0], K, OH, OW),
+            lambda n, k, y, x: te.sum(P[n, k // kg, y * sh + rr * dh, x * sw + rs * dw]
+                                      * W[k, 0, rr, rs], axis=[rr, rs]),
+            name=node, tag="depthwise_conv2d_nchw")
+    rc = te.reduce_axis(cg, "rc")
+    return te.compute(
+        (X.shape[0], K, OH, OW),
+        lambda n, k, y, x: te.sum(P[n, (k // kg) * cg + rc, y * sh + rr * dh, x * sw + rs * dw]
+                                  * W[k, rc, rr, rs], axis=[rc, rr, rs]),
+        name=node, tag="group_conv2d_nchw")
+
+
+# ------------------------------------------------------------------ pooling
+def _pool_args(attrs):
+    return attrs["kernel"], attrs.get("stride"), attrs.get("padding", 0)
+
+
+@graph_op("max_pool2d", "anchor", attrs=("kernel", "stride", "padding"),
+          ref=lambda a, at: R.max_pool2d(a[0], *_pool_args(at)))
+def max_pool2d(inputs, attrs, node):
+    _n_inputs(node, "max_pool2d", inputs, 1)
+    return ops.max_pool2d(inputs[0], *_pool_args(attrs), name=node)
+
+
+@graph_op("avg_pool2d", "anchor", attrs=("kernel", "stride", "padding"),
+          ref=lambda a, at: R.avg_pool2d(a[0], *_pool_args(at)))
+def avg_pool2d(inputs, attrs, node):
+    _n_inputs(node, "avg_pool2d", inputs, 1)
+    return ops.avg_pool2d(inputs[0], *_pool_args(attrs), name=node)
+
+
+# ------------------------------------------------------------------ reductions
+def _axes(attrs, ndim):
+    axis = attrs.get("axis")
+    if axis is None:
+        return tuple(range(ndim))
+    axis = (axis,) if isinstance(axis, int) else tuple(axis)
+    return tuple(sorted(a % ndim for a in axis))
+
+
+def _reduce_op(name, te_fn, np_fn):
+    def ref(a, attrs):
+        x = a[0]
+        out = np_fn(x.astype(np.float64), axis=_axes(attrs, x.ndim),
+                    keepdims=bool(attrs.get("keepdims", False)))
+        return np.asarray(out).astype(x.dtype)
+
+    def build(inputs, attrs, node):
+        _n_inputs(node, name, inputs, 1)
+        X = inputs[0]
+        return te_fn(X, axis=_axes(attrs, X.ndim), keepdims=bool(attrs.get("keepdims", False)),
+                     name=node)
+
+    graph_op(name, "reduction", attrs=("axis", "keepdims"), ref=ref)(build)
+
+
+_reduce_op("mean", ops.reduce_mean, np.mean)
+_reduce_op("sum", ops.reduce_sum, np.sum)
+_reduce_op("max", ops.reduce_max, np.max)
+
+
+@graph_op("softmax", "reduction", attrs=("axis",),
+          ref=lambda a, at: R.softmax(a[0], at.get("axis", -1)))
+def softmax(inputs, attrs, node):
+    _n_inputs(node, "softmax", inputs, 1)
+    return ops.softmax(inputs[0], axis=attrs.get("axis", -1), name=node)
+
+
+def _layer_norm_ref(a, attrs):
+    x = a[0]
+    gamma = a[1] if len(a) > 1 else None
+    beta = a[2] if len(a) > 2 else None
+    return R.layer_norm(x, gamma, beta, attrs.get("eps", 1e-5))
+
+
+@graph_op("layer_norm", "reduction", attrs=("eps",), ref=_layer_norm_ref)
+def layer_norm(inputs, attrs, node):
+    """Over the last axis, with optional gamma and beta inputs."""
+    _n_inputs(node, "layer_norm", inputs, 1, 3)
+    X = inputs[0]
+    gamma = inputs[1] if len(inputs) > 1 else None
+    beta = inputs[2] if len(inputs) > 2 else None
+    return ops.layer_norm(X, gamma, beta, axis=-1, eps=float(attrs.get("eps", 1e-5)), name=node)

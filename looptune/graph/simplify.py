@@ -1,0 +1,104 @@
+"""Graph rewrites done once, before fusion.
+
+`fold_conv_affine`: a per-channel scale right after a convolution (an inference batch norm,
+imported as `mul` then `add` by a per-channel constant) moves into the convolution's weights,
+and the additions of constants that follow collapse into one bias add:
+
+    conv2d(x, W) [+ b] * s + t   ->   conv2d(x, W * s) + (b * s + t)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .evaluate import fold_constants
+from .ir import Graph, GraphBuilder, Value
+
+
+def _per_channel(v: Value, k: int) -> bool:
+    """A constant of shape (1, k, 1, ...) or (k, 1, ...): one value per output channel."""
+    if not v.is_const:
+        return False
+    s = v.shape
+    return len(s) >= 1 and int(np.prod(s)) == k and (s[:2] == (1, k) or s[:1] == (k,)) \
+        and len(s) >= 3
+
+
+def _const_operand(node, k: int):
+    if node.op in ("add", "mul") and len(node.inputs) == 2 and not node.attrs:
+        a, b = node.inputs
+        if _per_channel(b, k) and not a.is_const:
+            return a, b
+        if _per_channel(a, k) and not b.is_const:
+            return b, a
+    return None
+
+
+def fold_conv_affine(graph: Graph) -> Graph:
+    graph = fold_constants(graph)
+    readers = graph.consumers()
+    outputs = {id(v) for v in graph.outputs}
+
+    def single(v):
+        return len(readers.get(id(v), [])) == 1 and id(v) not in outputs
+
+    scale_of: dict = {}   # id(conv node) -> per-channel scale
+    bias_scale: dict = {}  # id(add node) -> per-channel scale
+    dropped: set = set()   # id(mul node) folded away
+    for node in graph.nodes:
+        if node.op != "mul":
+            continue
+        if not node.inputs or node.inputs[0].producer is None:
+            continue
+        x = next((v for v in node.inputs if not v.is_const), None)
+        p = x.producer if x is not None else None
+        k = x.shape[1] if x is not None and len(x.shape) == 4 else None
+        if k is None or _const_operand(node, k) is None or not single(x):
+            continue
+        scale = _const_operand(node, k)[1].data.reshape(k)
+        bias = None
+        if p.op == "add" and _const_operand(p, k) is not None:
+            y = _const_operand(p, k)[0]
+            if y.producer is None or not single(y):
+                continue
+            bias, p = p, y.producer
+        if p.op != "conv2d" or not p.inputs[1].is_const or id(p) in scale_of:
+            continue
+        scale_of[id(p)] = scale
+        if bias is not None:
+            bias_scale[id(bias)] = scale
+        dropped.add(id(node))
+
+    g = GraphBuilder(graph.name)
+    vmap: dict = {id(v): g.input(v.name, v.shape, v.dtype) for v in graph.inputs}
+    made_by: dict = {}  # id(new value) -> (op, input, const) of the add that made it
+
+    def get(v):
+        return v if v.is_const else vmap[id(v)]
+
+    for node in graph.nodes:
+        args = [get(v) for v in node.inputs]
+        if id(node) in dropped:
+            vmap[id(node.output)] = next(a for a in args if not a.is_const)
+            continue
+        if id(node) in scale_of:
+            s = scale_of[id(node)].astype(np.float32)
+            w = node.inputs[1].data * s.reshape((-1,) + (1,) * (node.inputs[1].data.ndim - 1))
+            args[1] = g.const(node.inputs[1].name + "_folded", w.astype(np.float32))
+        elif id(node) in bias_scale:
+            k = node.output.shape[1]
+            y, c = _const_operand(node, k)
+            s = bias_scale[id(node)].reshape(c.shape if c.shape[:1] != (k,) else (k,) + (1,) * (len(c.shape) - 1))
+            args = [get(y), g.const(c.name + "_folded", (c.data * s).astype(np.float32))]
+        out = g.op(node.op, *args, name=node.name, **node.attrs)
+        # (v + c1) + c2 -> v + (c1 + c2)
+        if node.op == "add" and len(args) == 2 and args[1].is_const and not node.attrs:
+            prev = made_by.get(id(args[0]))
+            if prev is not None and prev[2].shape == args[1].shape and single(node.inputs[0]):
+                g.nodes.pop()  # drop the add just made, and the one before (now unread)
+                g.nodes.remove(args[0].producer)
+                merged = g.const(node.name + "_bias", (prev[2].data + args[1].data)
+                                 .astype(np.float32))
+                out = g.op("add", prev[1], merged, name=node.name)
+            made_by[id(out)] = ("add", out.producer.inputs[0], out.producer.inputs[1])
+        vmap[id(node.output)] = out
+    return g.finish(*[get(v) for v in graph.outputs])

@@ -1,0 +1,34 @@
+"""Tune a whole model: its distinct tasks under one budget and one database."""
+from __future__ import annotations
+
+from ..tune.tune import tune_tir
+from .ir import Graph, GraphError
+from .tasks import extract_tasks
+
+
+def select_tasks(tasks: list, op_names) -> list:
+    """The tasks whose names contain one of `op_names` (all of them for None)."""
+    if op_names is None:
+        return list(tasks)
+    op_names = [op_names] if isinstance(op_names, str) else list(op_names)
+    chosen = [t for t in tasks if any(n in t.task_name for n in op_names)]
+    if not chosen:
+        raise GraphError(f"no task name contains {', '.join(map(repr, op_names))}; the model's "
+                         f"tasks are {', '.join(t.task_name for t in tasks)}")
+    return chosen
+
+
+def tune_model(graph: Graph, target="cpu", work_dir=None, *, max_trials_global: int,
+               op_names=None, num_trials_per_iter: int = 64, task_scheduler="gradient",
+               **kwargs):
+    """Tune every task of `graph` (or those whose names contain one of `op_names`) with the
+    gradient task scheduler, each task weighted by how often the model runs it. Records go to
+    `work_dir`'s database (or `database=`); running again resumes. Returns the database."""
+    if not isinstance(graph, Graph):
+        raise TypeError(f"tune_model needs a looptune Graph (from_torch, from_onnx or "
+                        f"GraphBuilder), got {type(graph).__name__}")
+    tasks = select_tasks(extract_tasks(graph, target), op_names)
+    funcs = {t.task_name: t.func for t in tasks}
+    return tune_tir(funcs, target, work_dir, max_trials_global=max_trials_global,
+                    num_trials_per_iter=num_trials_per_iter, task_scheduler=task_scheduler,
+                    task_weights=[float(t.weight) for t in tasks], **kwargs)
