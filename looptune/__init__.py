@@ -8,7 +8,7 @@ from .target import Target  # noqa: E402
 
 # the model-level API, imported on first use (the importers pull in torch or onnx)
 _LAZY = {"from_torch": "frontend", "from_onnx": "frontend", "extract_tasks": "graph",
-         "tune_model": "graph"}
+         "tune_model": "graph", "compile_model": "graph", "load": "graph"}
 
 
 def __getattr__(name):

@@ -102,3 +102,32 @@ def fold_conv_affine(graph: Graph) -> Graph:
             made_by[id(out)] = ("add", out.producer.inputs[0], out.producer.inputs[1])
         vmap[id(node.output)] = out
     return g.finish(*[get(v) for v in graph.outputs])
+
+
+def constant_weight_layouts(graph: Graph) -> Graph:
+    """A matmul that reads a constant weight transposed (a linear layer's (N, K) weight)
+    reads it pre-transposed instead: the transpose happens once, at compile time, and the
+    kernel reads rows of the weight contiguously."""
+    g = GraphBuilder(graph.name)
+    vmap: dict = {id(v): g.input(v.name, v.shape, v.dtype) for v in graph.inputs}
+
+    def get(v):
+        return v if v.is_const else vmap[id(v)]
+
+    for node in graph.nodes:
+        args = [get(v) for v in node.inputs]
+        attrs = dict(node.attrs)
+        if node.op in ("matmul", "batch_matmul") and attrs.get("transpose_b") and args[1].is_const:
+            w = args[1].data
+            w = w.T if w.ndim == 2 else np.swapaxes(w, -1, -2)
+            args[1] = g.const(args[1].name + "_t", np.ascontiguousarray(w))
+            attrs.pop("transpose_b")
+        vmap[id(node.output)] = g.op(node.op, *args, name=node.name, **attrs)
+    return g.finish(*[get(v) for v in graph.outputs])
+
+
+def prepare(graph: Graph) -> Graph:
+    """What every compiled graph goes through before fusion (tuning and compiling alike, so
+    that their tasks are the same): constants folded, batch norms in the convolutions,
+    weights in the layouts kernels read best."""
+    return constant_weight_layouts(fold_conv_affine(graph))

@@ -24,10 +24,15 @@ def extract_tasks(graph: Graph, target="cpu") -> list:
     """The model's tasks in order of first appearance. Layers that compute the same function
     (same operators, shapes and attributes, whatever their names and weights) are one task
     whose weight counts them."""
+    from .simplify import prepare
     Target.create(target)  # validated now: tasks are tuned for it
+    return tasks_of_groups(fuse(prepare(graph)))
+
+
+def tasks_of_groups(groups: list) -> list:
     tasks: dict = {}
     names: dict = {}
-    for group in fuse(graph):
+    for group in groups:
         func = group.prim_func()
         key = workload_key(func)
         task = tasks.get(key)

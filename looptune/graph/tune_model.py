@@ -32,3 +32,16 @@ def tune_model(graph: Graph, target="cpu", work_dir=None, *, max_trials_global: 
     return tune_tir(funcs, target, work_dir, max_trials_global=max_trials_global,
                     num_trials_per_iter=num_trials_per_iter, task_scheduler=task_scheduler,
                     task_weights=[float(t.weight) for t in tasks], **kwargs)
+
+
+def untuned_tasks(graph: Graph, database, target="cpu") -> list:
+    """The tasks of `graph` that `database` has no successful record for on `target`: what
+    tuning this model would still have to do (a database tuned on a related model - ResNet-18
+    for ResNet-34 - already serves their shared tasks)."""
+    from ..target import Target
+    target = Target.create(target)
+    out = []
+    for t in extract_tasks(graph, target):
+        if not database.has_workload(t.func) or not database.query_tuning_record(t.func, target):
+            out.append(t)
+    return out

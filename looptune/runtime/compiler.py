@@ -82,3 +82,62 @@ def _atomic_write(path: Path, text: str):
     with os.fdopen(fd, "w") as f:
         f.write(text)
     os.replace(tmp, path)
+
+
+def compile_library(units: list, *, name: str = "library", timeout: float | None = None,
+                    jobs: int | None = None, data_files: dict | None = None) -> Path:
+    """Compile several translation units and link them into one shared library (cached like
+    compile_shared). `units` are (file name, text, extra flags); a name ending in `.S` is
+    assembly. Each unit compiles on its own (the units may define the same static helpers),
+    `jobs` at a time. `data_files` ({file name: bytes}) are written beside the sources first,
+    for assembly to `.incbin`."""
+    from concurrent.futures import ThreadPoolExecutor
+    cc = env.cc()
+    flags = list(CFLAGS) + env.extra_cflags()
+    h = hashlib.sha256("\0".join([" ".join(flags), compiler_version(cc)]).encode())
+    for fname, text, extra in units:
+        h.update("\0".join([fname, " ".join(extra), text]).encode())
+    for fname, data in sorted((data_files or {}).items()):
+        h.update(fname.encode() + hashlib.sha256(data).digest())
+    key = h.hexdigest()
+    out_dir = env.cache_dir() / "libraries" / f"{name[:40]}_{key[:20]}"
+    so_path = out_dir / f"{name[:40]}.so"
+    if so_path.exists():
+        return so_path
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for fname, data in (data_files or {}).items():
+        (out_dir / fname).write_bytes(data)
+    compile_flags = [f for f in flags if f != "-shared"]
+
+    def compile_one(unit):
+        fname, text, extra = unit
+        src = out_dir / fname
+        _atomic_write(src, text)
+        obj = src.with_suffix(".o")
+        cmd = [cc, *compile_flags, *extra, "-c", str(src), "-o", str(obj)]
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                                 cwd=str(out_dir))
+        except subprocess.TimeoutExpired:
+            raise BuildError(f"the C compiler took longer than {timeout} s", str(src),
+                             timed_out=True) from None
+        if out.returncode != 0:
+            raise BuildError(f"the C compiler failed (exit {out.returncode})", str(src),
+                             out.stderr[-4000:])
+        return str(obj)
+
+    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+        objects = list(pool.map(compile_one, units))
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
+    os.close(fd)
+    try:
+        out = subprocess.run([cc, *flags, *objects, "-o", tmp, "-lm"], capture_output=True,
+                             text=True, timeout=timeout)
+        if out.returncode != 0:
+            raise BuildError(f"linking {name} failed (exit {out.returncode})", str(out_dir),
+                             out.stderr[-4000:])
+        os.replace(tmp, so_path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return so_path

@@ -1,0 +1,197 @@
+"""compile_model: every kernel of a model, with its best verified record or a default
+schedule, linked with a generated C runner into one shared library.
+
+The library's entry point `lt_model_packed(void** args)` takes the model's inputs then its
+outputs and calls the kernels in order: graph inputs and outputs are the caller's arrays,
+intermediates live in one arena laid out by a static memory plan (memory.py), weights in a
+read-only blob embedded in the library itself (`.incbin`). One native call per inference.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+
+from ..build import generate_source
+from ..codegen import CRenderer
+from ..runtime.compiler import compile_library
+from ..target import Target
+from ..tir import dtype as dt
+from ..tune.database.base import Database
+from .default_schedule import default_schedule
+from .fuse import fuse
+from .ir import Graph
+from .memory import pack_weights, plan_arena
+from .simplify import prepare
+from .tasks import tasks_of_groups
+
+FORMAT_VERSION = 1
+
+
+def _source_of(view):
+    """The value whose bytes a chain of views (reshapes) shows."""
+    from .op import get_graph_op
+    while view.producer is not None and get_graph_op(view.producer.op).kind == "view":
+        view = view.producer.inputs[0]
+    return view
+
+
+def schedule_task(task, database: Database | None, target: Target, *, check: bool,
+                  num_threads):
+    """(Schedule, record or None): the best record that replays and verifies, else the
+    rule-based default."""
+    if database is not None and database.has_workload(task.func):
+        from ..tune.tune import NoTuningRecordError, compile_tir
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                mod = compile_tir(database, task.func, target, check=check,
+                                  num_threads=num_threads)
+            return mod.schedule, mod.record
+        except NoTuningRecordError:
+            pass
+    return default_schedule(task.func, target), None
+
+
+def compile_model(graph: Graph, database: Database | None = None, target="cpu", *,
+                  num_threads: int | None = None, check: bool = True):
+    """Compile `graph` into a CompiledModel: `compiled(*numpy_inputs)` returns its outputs.
+    Tasks with a record in `database` (a Database, or a work dir's path) use their best
+    verified one, the others a rule-based default schedule. `num_threads`: the threads every
+    kernel uses (default: the records', else all cores)."""
+    from .executor import CompiledModel
+    if not isinstance(graph, Graph):
+        raise TypeError(f"compile_model needs a looptune Graph, got {type(graph).__name__}")
+    target = Target.create(target)
+    if database is not None and not isinstance(database, Database):
+        from ..tune.tune import _database
+        database = _database(None, database)
+    graph = prepare(graph)
+    groups = fuse(graph)
+    tasks = tasks_of_groups(groups)
+
+    units, kernels, task_info = [], {}, []
+    threads_used = set()
+    for task in tasks:
+        sch, record = schedule_task(task, database, target, check=check,
+                                    num_threads=num_threads)
+        func = sch.func
+        func = type(func)(task.task_name, func.params, func.body, func.attrs)
+        _, source = generate_source(func, target)
+        symbol = CRenderer.symbol(func)
+        units.append((f"{symbol}.c", source, [f"-Dlt_set_num_threads={symbol}_set_num_threads"]))
+        for g in task.groups:
+            kernels[id(g)] = (symbol, func)
+        if record is not None:
+            threads_used.add(record.measure.get("num_threads"))
+        task_info.append({"task_name": task.task_name, "weight": task.weight,
+                          "workload": task.key, "tuned": record is not None,
+                          "record_ms": None if record is None else record.median_secs * 1e3})
+
+    runner, blob, desc = _runner(graph, groups, kernels)
+    units.append(("lt_model.c", runner, []))
+    units.append(("lt_weights.S", _weights_asm(), []))
+    lib = _build(units, blob, graph.name)
+    if num_threads is None:
+        known = {t for t in threads_used if t}
+        num_threads = known.pop() if len(known) == 1 else target.cores
+    desc.update({"format": FORMAT_VERSION, "name": graph.name, "target": target.key(),
+                 "num_threads": int(num_threads), "tasks": task_info})
+    return CompiledModel(lib, desc)
+
+
+def _build(units, blob: bytes, name: str):
+    return compile_library(units, name=f"model_{name}", data_files={"lt_weights.bin": blob})
+
+
+def _weights_asm() -> str:
+    return """    .section .rodata
+    .balign 64
+    .globl lt_model_weights
+    .type lt_model_weights, @object
+lt_model_weights:
+    .incbin "lt_weights.bin"
+    .byte 0
+    .section .note.GNU-stack,"",@progbits
+"""
+
+
+def _runner(graph: Graph, groups: list, kernels: dict):
+    """(C source of the runner, weights blob, JSON-ready description)."""
+    n_in = len(graph.inputs)
+    out_slots = {}
+    copies = []  # (output index, source value): outputs another output or input already holds
+    for j, v in enumerate(graph.outputs):
+        src = _source_of(v)
+        if src.producer is not None and id(src) not in out_slots:
+            out_slots[id(src)] = n_in + j
+        else:
+            copies.append((j, src))
+    steps = [([_source_of(v) for v in g.inputs], g.output) for g in groups]
+    arena, arena_bytes = plan_arena(steps, set(out_slots))
+    constants, seen = [], set()
+    for ins, _ in steps:
+        for v in ins:
+            if v.is_const and id(v) not in seen:
+                seen.add(id(v))
+                constants.append(v)
+    for _, src in copies:
+        if src.is_const and id(src) not in seen:
+            seen.add(id(src))
+            constants.append(src)
+    woff, blob = pack_weights(constants)
+    in_slot = {id(v): i for i, v in enumerate(graph.inputs)}
+
+    def ptr(v) -> str:
+        ctype = dt.c_type(v.dtype)
+        if id(v) in in_slot:
+            return f"({ctype}*)args[{in_slot[id(v)]}]"
+        if id(v) in out_slots:
+            return f"({ctype}*)args[{out_slots[id(v)]}]"
+        if v.is_const:
+            return f"({ctype}*)(lt_model_weights + {woff[id(v)]})"
+        return f"({ctype}*)(lt_arena + {arena[id(v)]})"
+
+    protos, calls, setters = [], [], []
+    declared = set()
+    for g, (ins, out) in zip(groups, steps):
+        symbol, func = kernels[id(g)]
+        if symbol not in declared:
+            declared.add(symbol)
+            params = ", ".join(f"{dt.c_type(b.dtype)}*" for b in func.params)
+            protos.append(f"int32_t {symbol}({params});")
+            protos.append(f"void {symbol}_set_num_threads(int);")
+            setters.append(f"  {symbol}_set_num_threads(n);")
+        args = ", ".join(ptr(v) for v in ins + [out])
+        calls.append(f"  if ((rc = {symbol}({args})) != 0) return rc;  // {g.output.name}")
+    for j, src in copies:
+        calls.append(f"  memcpy(args[{n_in + j}], {ptr(src)}, {_nbytes(src)});")
+    source = "\n".join([
+        "// Machine generated by looptune: the runner of a compiled model.",
+        "#include <stdint.h>", "#include <stdlib.h>", "#include <string.h>",
+        "extern const char lt_model_weights[];",
+        *protos,
+        f"static char* lt_arena = 0;  // {arena_bytes} bytes of intermediates",
+        "void lt_set_num_threads(int n) {", *setters, "}",
+        "int32_t lt_model_packed(void** args) {",
+        "  int32_t rc = 0;",
+        f"  if (!lt_arena && !(lt_arena = aligned_alloc(64, {max(arena_bytes, 64)}))) return -1;",
+        *calls,
+        "  return rc;",
+        "}", ""])
+    desc = {
+        "inputs": [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype}
+                   for v in graph.inputs],
+        "outputs": [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype}
+                    for v in graph.outputs],
+        "kernels": len(groups), "arena_bytes": arena_bytes, "weights_bytes": len(blob),
+    }
+    return source, blob, desc
+
+
+def _nbytes(v) -> int:
+    from .memory import nbytes
+    return nbytes(v)
+
+
+def describe(desc: dict) -> str:
+    return json.dumps(desc, indent=2)

@@ -1,0 +1,129 @@
+"""Rule-based default schedules: a reasonable kernel with zero search, for the tasks of a
+model that have no tuning record (in the spirit of TVM's DLight).
+
+- Elementwise stages without conditions are inlined into the stage that reads them.
+- A reduction with reuse (matmul, convolution) gets a register tile: its innermost spatial
+  loop split into whole vectors of the target's width, the spatial loop before it into 4
+  rows, the reduction loops between the tile and the rest (short window loops unrolled), an
+  accumulator buffer per tile, and its elementwise epilogue applied while the tile is
+  written back. Its outer spatial loops run in parallel.
+- Other stages: the innermost loop vectorized when it is long enough, the outer ones
+  parallel.
+
+Every step is a schedule primitive that checks itself; a step that does not apply is
+skipped, so the result is always a valid schedule of the function.
+"""
+from __future__ import annotations
+
+from ..schedule import Schedule, ScheduleError
+from ..target import Target
+from ..tune.schedule_rule.analysis import has_reuse, has_select, is_elementwise, loop_kinds
+
+
+def default_schedule(func, target="cpu") -> Schedule:
+    target = Target.create(target)
+    lanes = max(1, target.vector_bits // 32)
+    sch = Schedule(func, seed=0)
+    for name in _block_names(sch):
+        blk = sch.get(sch.get_block(name))
+        if is_elementwise(blk) and not has_select(blk):
+            _try(sch.compute_inline, sch.get_block(name))
+    done: set = set()
+    for name in _block_names(sch):
+        if name in done:
+            continue
+        b = sch.get_block(name)
+        blk = sch.get(b)
+        kinds = loop_kinds(sch, b)
+        if "R" in kinds and "O" not in kinds and has_reuse(blk):
+            done |= _tile_reduction(sch, b, kinds, lanes, target.cores)
+        else:
+            _parallel_vectorize(sch, b, kinds, lanes)
+    return sch
+
+
+def _block_names(sch) -> list:
+    return [sch.get(b).name for b in sch.get_child_blocks(sch.get_block("root"))]
+
+
+def _try(prim, *args):
+    """prim(*args), or None where the primitive does not apply."""
+    try:
+        return prim(*args)
+    except ScheduleError:
+        return None
+
+
+def _ok(prim, *args) -> bool:
+    try:
+        prim(*args)
+        return True
+    except ScheduleError:
+        return False
+
+
+def _extent(sch, loop) -> int:
+    return sch.get(loop).extent
+
+
+def _tile_reduction(sch, b, kinds, lanes: int, cores: int) -> set:
+    loops = sch.get_loops(b)
+    spatial = [lp for lp, k in zip(loops, kinds) if k == "S"]
+    reduce = [lp for lp, k in zip(loops, kinds) if k == "R"]
+    outer = list(spatial[:-1])
+    inner = spatial[-1]
+    vec = inner
+    tall = [i for i, lp in enumerate(spatial[:-1]) if _extent(sch, lp) >= 4]
+    # independent accumulators: 4 rows of one vector, or (one row) 4 vectors side by side
+    width = lanes if tall else 4 * lanes
+    if _extent(sch, inner) > width:
+        o, vec = sch.split(inner, [None, width])
+        outer.append(o)
+    rows = None
+    if tall:
+        i = tall[-1]
+        ro, rows = sch.split(spatial[i], [None, 4])
+        outer[i] = ro
+    sch.reorder(*outer, *reduce, *([rows] if rows is not None else []), vec)
+    handled = set()
+    if outer:
+        acc = sch.cache_write(b, 0, "local")
+        sch.reverse_compute_at(acc, outer[-1])
+        for c in sch.get_consumers(acc):
+            blk = sch.get(c)
+            if is_elementwise(blk) and _ok(sch.reverse_compute_at, c, outer[-1]):
+                handled.add(blk.name)
+                _ok(sch.reverse_compute_inline, c)
+        acc_loops = sch.get_loops(acc)
+        if acc_loops:
+            _ok(sch.vectorize, acc_loops[-1])
+    _ok(sch.vectorize, vec)
+    if rows is not None:
+        _ok(sch.unroll, rows)
+    for r in reduce[1:]:
+        if _extent(sch, r) <= 8:
+            _ok(sch.unroll, r)
+    if outer:
+        par = outer[0]
+        if len(outer) > 1 and _extent(sch, par) < 4 * cores:
+            par = _try(sch.fuse, outer[0], outer[1]) or outer[0]
+        _ok(sch.parallel, par)
+    return handled
+
+
+def _parallel_vectorize(sch, b, kinds, lanes: int) -> None:
+    loops = sch.get_loops(b)
+    if not loops:
+        return
+    if kinds[-1] == "S" and _extent(sch, loops[-1]) >= lanes:
+        o, i = sch.split(loops[-1], [None, lanes])
+        _ok(sch.vectorize, i)
+        loops = loops[:-1] + [o]
+    lead = []
+    for lp, k in zip(loops, kinds):
+        if k != "S":
+            break
+        lead.append(lp)
+    if lead:
+        par = _try(sch.fuse, *lead) if len(lead) > 1 else lead[0]
+        _ok(sch.parallel, par or lead[0])

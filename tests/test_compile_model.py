@@ -1,0 +1,126 @@
+"""Compiled models: one native call per inference, default schedules for untuned tasks,
+tuned records where they exist, a static memory plan, export and load."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from looptune.graph import (GraphBuilder, ModelError, compile_model, evaluate, extract_tasks,
+                            load, tune_model, untuned_tasks)
+from looptune.graph.memory import plan_arena
+from test_graph import mlp, rand, resnet_block
+
+
+def chain(n=4, size=(64, 64)):
+    g = GraphBuilder("chain")
+    x = g.input("x", size)
+    for i in range(n):
+        x = g.op("matmul", x, g.const(f"w{i}", rand(*size)), name=f"mm{i}")
+    return g.finish(x)
+
+
+def test_memory_plan_reuses_the_bytes_of_dead_intermediates():
+    from looptune.graph.fuse import fuse
+    graph = chain(6)
+    groups = fuse(graph)
+    steps = [(g.inputs, g.output) for g in groups]
+    offsets, total = plan_arena(steps, {id(graph.outputs[0])})
+    one = 64 * 64 * 4
+    assert len(offsets) == 5 and total == 2 * one  # ping-pong between two buffers
+    for (ins, out) in steps:  # no kernel writes where it reads
+        if id(out) in offsets:
+            assert all(offsets.get(id(v)) != offsets[id(out)] for v in ins)
+
+
+@pytest.mark.cc
+def test_untuned_models_compile_with_default_schedules_and_match():
+    for graph in (mlp(), resnet_block(), chain()):
+        compiled = compile_model(graph, None, "cpu", num_threads=1)
+        assert not any(t["tuned"] for t in compiled.desc["tasks"])
+        x = rand(*graph.inputs[0].shape)
+        np.testing.assert_allclose(compiled(x), evaluate(graph, x)[0], rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.cc
+def test_compiled_model_checks_its_inputs():
+    compiled = compile_model(mlp(), None, "cpu", num_threads=1)
+    with pytest.raises(ModelError, match=r"input 0 \(x\) must have shape \(1, 784\)"):
+        compiled(rand(2, 784))
+    with pytest.raises(ModelError, match="takes 1 inputs"):
+        compiled(rand(1, 784), rand(1, 784))
+    x = rand(1, 784)
+    np.testing.assert_allclose(compiled(x.astype("float64")), compiled(x), rtol=1e-6)
+
+
+@pytest.mark.cc
+def test_exported_model_loads_and_runs_in_a_fresh_process(tmp_path):
+    graph = resnet_block()
+    x = rand(1, 8, 8, 8)
+    want = evaluate(graph, x)[0]
+    compile_model(graph, None, "cpu", num_threads=1).export(tmp_path / "block.lt")
+    np.save(tmp_path / "x.npy", x)
+    code = ("import numpy as np, looptune, sys; m = looptune.load(sys.argv[1]); "
+            "np.save(sys.argv[3], m(np.load(sys.argv[2])))")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "block.lt"),
+                    str(tmp_path / "x.npy"), str(tmp_path / "y.npy")], check=True, timeout=120)
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-3, atol=1e-3)
+    with pytest.raises(ModelError, match="not an exported looptune model"):
+        load(tmp_path)
+
+
+@pytest.mark.cc
+def test_tuned_tasks_are_used_and_a_database_serves_a_related_model(tmp_path):
+    small = chain(2)           # two equal matmul layers: one task, weight 2
+    db = tune_model(small, "cpu", tmp_path / "work", max_trials_global=8,
+                    num_trials_per_iter=4, progress=False)
+    compiled = compile_model(small, db, "cpu", num_threads=1)
+    assert [t["tuned"] for t in compiled.desc["tasks"]] == [True]
+    x = rand(64, 64)
+    np.testing.assert_allclose(compiled(x), evaluate(small, x)[0], rtol=1e-3, atol=1e-3)
+    # a deeper model with the same layer plus a new one: only the new one remains to tune
+    g = GraphBuilder("deeper")
+    v = g.input("x", (64, 64))
+    for i in range(4):
+        v = g.op("matmul", v, g.const(f"w{i}", rand(64, 64)))
+    v = g.op("relu", g.op("matmul", v, g.const("head", rand(64, 32))))
+    deeper = g.finish(v)
+    assert [t.task_name for t in extract_tasks(deeper)] == ["fused_matmul", "fused_matmul_relu"]
+    assert [t.task_name for t in untuned_tasks(deeper, db)] == ["fused_matmul_relu"]
+
+
+@pytest.mark.cc
+def test_torch_model_compiles_and_matches_torch():
+    torch = pytest.importorskip("torch")
+    from looptune.frontend.torch import from_torch
+    nn = torch.nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8),
+                                      nn.ReLU(), nn.MaxPool2d(3, 2, 1))
+            self.a = nn.Sequential(nn.Conv2d(8, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8),
+                                   nn.ReLU(), nn.Conv2d(8, 8, 3, 1, 1, bias=False),
+                                   nn.BatchNorm2d(8))
+            self.head = nn.Linear(8, 10)
+
+        def forward(self, x):
+            y = self.stem(x)
+            y = torch.relu(self.a(y) + y)
+            return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(y, 1), 1))
+
+    net = Net().eval()
+    for m in net.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            with torch.no_grad():
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+    x = torch.randn(1, 3, 32, 32)
+    graph = from_torch(net, (x,))
+    compiled = compile_model(graph, None, "cpu", num_threads=1)
+    with torch.no_grad():
+        want = net(x).numpy()
+    np.testing.assert_allclose(compiled(x.numpy()), want, rtol=1e-3, atol=1e-4)
