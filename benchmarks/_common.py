@@ -12,6 +12,13 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 
+def cpu_name() -> str:
+    """The CPU model and the ISA looptune detected on it."""
+    from looptune.target import Target
+    t = Target.create("cpu")
+    return f"{t.model} ({t})" if getattr(t, "model", None) else str(t)
+
+
 def fresh_kernel_cache() -> str:
     """Compile into a new, empty kernel cache, so that tuning time counts every compile (a
     cache kept from an earlier run with the same seed would make trials look cheap)."""

@@ -12,6 +12,8 @@ EXAMPLES = """examples:
   looptune tune my_ops.py:gemm --args 512 512 512 --trials 64
   looptune db list
   looptune db best matmul
+  looptune tune-model model.onnx --trials 512 --work-dir resnet-work
+  looptune run model.onnx --work-dir resnet-work
 """
 
 
@@ -51,6 +53,25 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--work-dir", default="looptune-work")
     d.add_argument("--limit", type=int, default=20, help="records to show (default 20)")
     sub.add_parser("ops", help="list the built-in operators and their default shapes")
+    m = sub.add_parser("tune-model", help="tune every task of an ONNX model",
+                       description="Import an ONNX model, fuse it, tune its distinct tasks "
+                       "under one budget (weighted by how often each runs), and compare the "
+                       "model end to end with its untuned build.")
+    m.add_argument("model", help="an .onnx file (static input shapes)")
+    m.add_argument("--trials", type=int, default=256, help="budget over all tasks (default 256)")
+    m.add_argument("--work-dir", default="looptune-work")
+    m.add_argument("--op-names", nargs="*", default=None, help="tune only the tasks whose "
+                   "names contain one of these")
+    m.add_argument("--per-iter", type=int, default=16, help="candidates per batch (default 16)")
+    m.add_argument("--threads", type=int, default=1, help="threads per kernel (default 1)")
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--target", default="cpu")
+    m.add_argument("--quiet", action="store_true", help="no progress lines")
+    r = sub.add_parser("run", help="compile an ONNX model with its tuning records and time it")
+    r.add_argument("model", help="an .onnx file (static input shapes)")
+    r.add_argument("--work-dir", default="looptune-work")
+    r.add_argument("--threads", type=int, default=1, help="threads per kernel (default 1)")
+    r.add_argument("--target", default="cpu")
     return p
 
 
@@ -65,6 +86,12 @@ def main(argv=None) -> int:
                 raise CLIError(f"`looptune db {args.db_cmd}` needs a workload name or key prefix")
             from .db import run
             return run(args)
+        if args.cmd == "tune-model":
+            from .model import tune_model_cmd
+            return tune_model_cmd(args)
+        if args.cmd == "run":
+            from .model import run_cmd
+            return run_cmd(args)
         if args.cmd == "ops":
             from ..te.ops import OPS
             for name, op in sorted(OPS.items()):

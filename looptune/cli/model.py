@@ -1,0 +1,127 @@
+"""`looptune tune-model` and `looptune run`: whole models from ONNX files."""
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .tune import CLIError
+
+
+def load_graph(path: str):
+    p = Path(path)
+    if not p.is_file():
+        raise CLIError(f"no such file: {path}")
+    if p.suffix != ".onnx":
+        raise CLIError(f"{path}: looptune reads models from .onnx files here (from Python, "
+                       "looptune.from_torch imports a torch module)")
+    try:
+        from ..frontend.onnx import from_onnx
+        return from_onnx(str(p))
+    except ImportError as e:
+        raise CLIError(str(e)) from None
+    except ValueError as e:  # GraphError and the importer's errors
+        raise CLIError(f"{path}: {e}") from None
+
+
+def random_inputs(compiled, seed: int = 0) -> list:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _, shape, dtype in compiled.inputs:
+        if dtype.startswith("int"):
+            out.append(rng.integers(0, 2, shape).astype(dtype))
+        else:
+            out.append(rng.uniform(-1, 1, shape).astype(dtype))
+    return out
+
+
+def latency(compiled, inputs, *, repeat: int = 15, min_time: float = 0.1) -> float:
+    """Median seconds per call, the way a user calls it."""
+    compiled(*inputs)
+    n = 1
+    while True:
+        t = time.perf_counter()
+        for _ in range(n):
+            compiled(*inputs)
+        if time.perf_counter() - t >= min_time or n >= 1 << 16:
+            break
+        n *= 2
+    res = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        for _ in range(n):
+            compiled(*inputs)
+        res.append((time.perf_counter() - t) / n)
+    return statistics.median(res)
+
+
+def _database(work_dir):
+    from ..tune.tune import _database
+    return _database(None, work_dir)
+
+
+def summary(graph, db, target, threads) -> tuple[list, object, object]:
+    """Rows per task, and the untuned and tuned compiled models."""
+    from ..graph import compile_model, extract_tasks
+    tuned = compile_model(graph, db, target, num_threads=threads)
+    untuned = compile_model(graph, None, target, num_threads=threads)
+    rows = []
+    for t, info in zip(extract_tasks(graph, target), tuned.desc["tasks"]):
+        n = len(db.records_of(db.key_of(t.func))) if db.has_workload(t.func) else 0
+        rows.append({"task": t.task_name, "weight": t.weight, "trials": n,
+                     "best_ms": info["record_ms"]})
+    total = sum(r["weight"] * r["best_ms"] for r in rows if r["best_ms"] is not None)
+    for r in rows:
+        r["share"] = None if r["best_ms"] is None or not total else \
+            r["weight"] * r["best_ms"] / total
+    return rows, untuned, tuned
+
+
+def print_summary(rows, untuned, tuned, inputs):
+    print(f"{'task':<40} {'weight':>6} {'trials':>7} {'best ms':>10} {'share':>7}")
+    for r in rows:
+        best = "untuned" if r["best_ms"] is None else f"{r['best_ms']:.4f}"
+        share = "" if r["share"] is None else f"{100 * r['share']:.0f}%"
+        print(f"{r['task'][:40]:<40} {r['weight']:>6} {r['trials']:>7} {best:>10} {share:>7}")
+    t_un = latency(untuned, inputs)
+    t_tu = latency(tuned, inputs)
+    print(f"end to end: {t_tu * 1e3:.4f} ms tuned, {t_un * 1e3:.4f} ms untuned (default "
+          f"schedules): {t_un / t_tu:.2f}x")
+
+
+def tune_model_cmd(args) -> int:
+    from ..graph import extract_tasks, tune_model
+    from ..target import Target
+    graph = load_graph(args.model)
+    target = Target.create(args.target)
+    tasks = extract_tasks(graph, target)
+    print(f"{args.model}: {len(graph.nodes)} operators, {len(tasks)} tasks on {target}")
+    try:
+        from ..tune import EvaluatorConfig
+        db = tune_model(graph, target, args.work_dir, max_trials_global=args.trials,
+                        op_names=args.op_names, num_trials_per_iter=args.per_iter,
+                        seed=args.seed, progress=not args.quiet,
+                        evaluator=EvaluatorConfig(num_threads=args.threads))
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+    rows, untuned, tuned = summary(graph, db, target, args.threads)
+    print_summary(rows, untuned, tuned, random_inputs(tuned))
+    return 0
+
+
+def run_cmd(args) -> int:
+    from ..graph import compile_model
+    from ..target import Target
+    graph = load_graph(args.model)
+    target = Target.create(args.target)
+    db = _database(args.work_dir) if Path(args.work_dir).exists() else None
+    compiled = compile_model(graph, db, target, num_threads=args.threads)
+    tuned = sum(t["tuned"] for t in compiled.desc["tasks"])
+    print(f"{compiled}")
+    print(f"{tuned} of {len(compiled.desc['tasks'])} tasks tuned"
+          + ("" if db is not None else f" (no database in {args.work_dir})"))
+    t = latency(compiled, random_inputs(compiled))
+    print(f"latency: {t * 1e3:.4f} ms per inference ({compiled.num_threads} threads)")
+    return 0
