@@ -75,3 +75,29 @@ def test_the_console_script_is_installed():
     out = subprocess.run([sys.executable, "-m", "looptune.cli", "--help"], capture_output=True,
                          text=True)
     assert out.returncode == 0 and "looptune tune matmul" in out.stdout
+
+
+@pytest.mark.cc
+def test_tune_model_then_run_an_onnx_model(tmp_path, capsys):
+    onnx = pytest.importorskip("onnx")
+    from test_frontend_onnx import mlp_gemm
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp_gemm()[0], str(path))
+    work = str(tmp_path / "w")
+    rc = main(["tune-model", str(path), "--trials", "8", "--per-iter", "4", "--work-dir", work,
+               "--quiet"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "2 tasks on cpu" in out and "fused_matmul_add_relu" in out
+    assert "end to end:" in out and "untuned (default schedules)" in out
+    assert main(["run", str(path), "--work-dir", work]) == 0
+    out = capsys.readouterr().out
+    assert "tasks tuned" in out and "latency:" in out
+
+
+def test_model_commands_explain_bad_files(tmp_path, capsys):
+    assert main(["run", str(tmp_path / "missing.onnx")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    (tmp_path / "m.pt").write_text("")
+    assert main(["tune-model", str(tmp_path / "m.pt")]) == 2
+    assert ".onnx files" in capsys.readouterr().err
