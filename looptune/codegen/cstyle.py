@@ -17,6 +17,7 @@ from ..tir.func import PrimFunc
 from ..tir.printer import Names
 from ..tir.functor import visit
 from ..tir.stmt import Allocate, BufferStore, Comment, Evaluate, For, IfThenElse, SeqStmt
+from . import vector_math
 from .passes.unroll import explicit
 
 C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern
@@ -169,6 +170,9 @@ static inline int omp_get_max_threads(void) { return 1; }
         args = [self.expr(a) for a in e.args]
         if dt.is_int(e.dtype) and e.op == "abs":
             return f"abs({args[0]})" if dt.bits(e.dtype) <= 32 else f"llabs({args[0]})"
+        if dt.lanes(e.dtype) > 1:  # vectorized by the vectorize pass: vector_math.py
+            self.helpers.add(("vmath", e.dtype))
+            return f"lt_{e.op}_{e.dtype}({', '.join(args)})"
         table = _F32_CALLS if dt.element(e.dtype) == "float32" else _F64_CALLS
         return table[e.op].format(*args)
 
@@ -308,6 +312,8 @@ static inline int omp_get_max_threads(void) { return 1; }
                 if dt.lanes(d) == 1:
                     out.append(f"static inline {t} lt_min_{d}({t} a, {t} b) {{ return a < b ? a : b; }}")
                     out.append(f"static inline {t} lt_max_{d}({t} a, {t} b) {{ return a > b ? a : b; }}")
+            elif kind == "vmath":
+                out.append(vector_math.definitions(d, dt.lanes(d)))
             elif kind == "floordiv":
                 out.append(f"static inline {t} lt_floordiv_{d}({t} a, {t} b) {{ {t} q = a / b; "
                            "return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }")

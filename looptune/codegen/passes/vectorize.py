@@ -1,14 +1,16 @@
 """Vectorize loops marked `vectorized` into explicit vector expressions (Ramp, Broadcast,
 vector loads and stores) when the body allows it: contiguous stores, loads that are
-contiguous, strided or loop-invariant, and + - * / and casts on the values. Anything else
+contiguous, strided or loop-invariant, and + - * /, casts and float32 exp, sigmoid, tanh and
+erf (vector_math.py) on the values. Anything else
 keeps the loop (the C renderer then asks the compiler to vectorize it with `omp simd`)."""
 from __future__ import annotations
 
 from ...tir import dtype as dt
-from ...tir.expr import (Binary, Broadcast, BufferLoad, Cast, FloatImm, IntImm, Ramp, Select, Var,
-                         binary, cast, const)
+from ...tir.expr import (Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Ramp, Select,
+                         Var, binary, cast, const)
 from ...tir.functor import substitute, uses_var, visit
 from ...tir.stmt import BufferStore, Comment, For, IfThenElse, SeqStmt, seq
+from ..vector_math import OPS as VECTOR_MATH
 from .common import map_children
 
 MAX_LANES = 64
@@ -128,6 +130,14 @@ class _Vectorizer:
             if isinstance(v, Ramp):
                 raise _NoVec
             return cast(v, dt.with_lanes(e.dtype, _lanes(v)))
+        if isinstance(e, Call):
+            if e.op not in VECTOR_MATH or dt.element(e.dtype) != "float32":
+                raise _NoVec  # the loop stays scalar (libm), for the C compiler to try
+            args = [self.expr(a) for a in e.args]
+            if any(isinstance(a, Ramp) for a in args):
+                raise _NoVec
+            return Call(e.op, tuple(self.bcast(a) for a in args),
+                        dt.with_lanes(e.dtype, self.lanes))
         if isinstance(e, Select):
             c = self.expr(e.cond)
             if _lanes(c) != 1:
