@@ -2,10 +2,11 @@
 model that have no tuning record (in the spirit of TVM's DLight).
 
 - Elementwise stages without conditions are inlined into the stage that reads them.
-- A reduction with reuse (matmul, convolution) gets a register tile: its innermost spatial
-  loop split into whole vectors of the target's width, the spatial loop before it into 4
-  rows, the reduction loops between the tile and the rest (short window loops unrolled), an
-  accumulator buffer per tile, and its elementwise epilogue applied while the tile is
+- A reduction with reuse (matmul, convolution) gets a register tile of 8 accumulators: its
+  innermost spatial loop split into two vectors of the target's width (four when there is
+  no other long spatial loop) and the last long spatial loop before it into 4 rows; the
+  reduction loops go between the tile and the rest (short window loops unrolled); the tile
+  accumulates in a buffer of its own and its elementwise epilogue is applied while it is
   written back. Its outer spatial loops run in parallel.
 - Other stages: the innermost loop vectorized when it is long enough, the outer ones
   parallel.
@@ -74,8 +75,9 @@ def _tile_reduction(sch, b, kinds, lanes: int, cores: int) -> set:
     inner = spatial[-1]
     vec = inner
     tall = [i for i, lp in enumerate(spatial[:-1]) if _extent(sch, lp) >= 4]
-    # independent accumulators: 4 rows of one vector, or (one row) 4 vectors side by side
-    width = lanes if tall else 4 * lanes
+    # 8 independent accumulators (enough to hide the FMA latency): 4 rows of 2 vectors, or
+    # in a single row 4 vectors side by side
+    width = (2 if tall else 4) * lanes
     if _extent(sch, inner) > width:
         o, vec = sch.split(inner, [None, width])
         outer.append(o)

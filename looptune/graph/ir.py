@@ -109,6 +109,7 @@ class Graph:
         self.inputs = list(inputs)
         self.nodes = list(nodes)
         self.outputs = list(outputs)
+        self.prepared = False  # set by graph.simplify.prepare
         self.validate()
 
     # ------------------------------------------------------------------ structure

@@ -126,8 +126,115 @@ def constant_weight_layouts(graph: Graph) -> Graph:
     return g.finish(*[get(v) for v in graph.outputs])
 
 
+def merge_transposes(graph: Graph) -> Graph:
+    """transpose(transpose(x, p1), p2) -> transpose(x, p1[p2]) when the inner one has no other
+    reader (k.transpose(1, 2).transpose(-1, -2) in attention): one copy instead of two."""
+    readers = graph.consumers()
+    outputs = {id(v) for v in graph.outputs}
+    g = GraphBuilder(graph.name)
+    vmap: dict = {id(v): g.input(v.name, v.shape, v.dtype) for v in graph.inputs}
+    made: dict = {}  # id(old node) -> the node made for it (None: none)
+
+    def get(v):
+        return v if v.is_const else vmap[id(v)]
+
+    for node in graph.nodes:
+        args = [get(v) for v in node.inputs]
+        attrs = dict(node.attrs)
+        inner = node.inputs[0].producer if node.inputs else None
+        if node.op == "transpose" and inner is not None and inner.op == "transpose" \
+                and len(readers.get(id(inner.output), [])) == 1 \
+                and id(inner.output) not in outputs:
+            p1, p2 = inner.attrs["perm"], attrs["perm"]
+            attrs["perm"] = tuple(p1[d] for d in p2)
+            args = [get(inner.inputs[0])]
+            if made.get(id(inner)) is not None:
+                g.nodes.remove(made[id(inner)])  # its only reader now skips it
+        if node.op == "transpose" and tuple(attrs["perm"]) == tuple(range(len(attrs["perm"]))):
+            vmap[id(node.output)] = args[0]
+            made[id(node)] = None
+            continue
+        vmap[id(node.output)] = g.op(node.op, *args, name=node.name, **attrs)
+        made[id(node)] = vmap[id(node.output)].producer
+    return g.finish(*[get(v) for v in graph.outputs])
+
+
+def sink_views(graph: Graph) -> Graph:
+    """Reshapes move below the elementwise operators that read them, so that those fuse
+    with the kernel before the reshape (a linear layer's bias, GELU and residual add on
+    (batch, tokens, features) tensors computed as (batch * tokens, features)):
+
+        add(reshape(matmul(a, w), s), r)  ->  reshape(add(matmul(a, w), reshape(r, s0)), s)
+
+    when every other tensor input has the full output shape (its reshape is free) or is a
+    constant (broadcast and reshaped at compile time). Reshapes of reshapes collapse."""
+    from .op import get_graph_op
+    g = GraphBuilder(graph.name)
+    vmap: dict = {id(v): g.input(v.name, v.shape, v.dtype) for v in graph.inputs}
+
+    def get(v):
+        return v if v.is_const else vmap[id(v)]
+
+    def base(v):
+        p = v.producer
+        return p.inputs[0] if p is not None and p.op == "reshape" else None
+
+    for node in graph.nodes:
+        args = [get(v) for v in node.inputs]
+        if node.op == "reshape":
+            src = base(args[0]) or args[0]
+            vmap[id(node.output)] = src if src.shape == node.output.shape else \
+                g.op("reshape", src, name=node.name, shape=node.output.shape)
+            continue
+        kind = get_graph_op(node.op).kind
+        viewed = [base(a) for a in args]
+        # a reshaped kernel output (not a reshaped graph input: nothing would fuse)
+        pick = next((b for b in viewed if b is not None and b.producer is not None), None)
+        if kind == "elementwise" and pick is not None:
+            shape, inner = node.output.shape, pick.shape
+            new_args = []
+            for a, b in zip(args, viewed):
+                if b is not None and b.shape == inner:
+                    new_args.append(b)
+                elif a.is_const:
+                    full = np.broadcast_to(a.data, shape)
+                    new_args.append(g.const(a.name + "_b", np.ascontiguousarray(full)
+                                            .reshape(inner)))
+                elif a.shape == shape:
+                    new_args.append(g.op("reshape", a, name=a.name + "_v", shape=inner))
+                else:
+                    new_args = None
+                    break
+            if new_args is not None and all(x.shape == inner or x.is_const for x in new_args):
+                y = g.op(node.op, *new_args, name=node.name, **node.attrs)
+                vmap[id(node.output)] = g.op("reshape", y, name=node.name + "_view",
+                                             shape=shape)
+                continue
+        vmap[id(node.output)] = g.op(node.op, *args, name=node.name, **node.attrs)
+    return g.finish(*[get(v) for v in graph.outputs])
+
+
+def remove_dead(graph: Graph) -> Graph:
+    """The graph without the nodes no output depends on."""
+    live = {id(v) for v in graph.outputs}
+    keep = []
+    for node in reversed(graph.nodes):
+        if id(node.output) in live:
+            keep.append(node)
+            live.update(id(v) for v in node.inputs)
+    if len(keep) == len(graph.nodes):
+        return graph
+    return Graph(graph.name, graph.inputs, list(reversed(keep)), graph.outputs)
+
+
 def prepare(graph: Graph) -> Graph:
     """What every compiled graph goes through before fusion (tuning and compiling alike, so
     that their tasks are the same): constants folded, batch norms in the convolutions,
-    weights in the layouts kernels read best."""
-    return constant_weight_layouts(fold_conv_affine(graph))
+    weights in the layouts kernels read best, consecutive transposes merged, reshapes moved
+    below elementwise operators."""
+    if getattr(graph, "prepared", False):
+        return graph  # once: tuning and compiling must see the same kernels
+    graph = merge_transposes(constant_weight_layouts(fold_conv_affine(graph)))
+    graph = remove_dead(sink_views(graph))
+    graph.prepared = True
+    return graph

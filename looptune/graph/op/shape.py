@@ -88,10 +88,9 @@ def concat(inputs, attrs, node):
     shape = tuple(total if d == axis else s for d, s in enumerate(inputs[0].shape))
 
     def body(*i):
-        out = None
-        for t, off in reversed(list(zip(inputs, offsets))):
-            idx = tuple(i[d] - off if d == axis else i[d] for d in range(nd))
-            val = t[idx]
+        out = None  # the first input, then each later one from its offset on
+        for t, off in zip(inputs, offsets):
+            val = t[tuple(i[d] - off if d == axis else i[d] for d in range(nd))]
             out = val if out is None else te.if_then_else(i[axis] >= off, val, out)
         return out
 
