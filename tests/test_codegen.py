@@ -222,3 +222,24 @@ def test_vector_select_of_a_load_compiles(rng):
     b = np.full((6, 8), np.nan, "float32")
     mod(a, b)
     np.testing.assert_array_equal(b, np.concatenate([a, np.zeros((2, 8), "float32")]))
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("lanes", [4, 8, 16])
+def test_stride_two_loads_are_two_vector_loads_and_a_shuffle(lanes):
+    """y[i] = x[2i + 1] (a strided convolution's input row): vectorized, it reads no element
+    past the last one it needs (x has exactly 2n + 1 elements)."""
+    n = 4 * lanes
+    X = te.placeholder((2 * n + 1,), name="X")
+    Y = te.compute((n,), lambda i: X[2 * i + 1] * 3.0, name="Y")
+    sch = lt.Schedule(te.create_prim_func([X, Y]))
+    (i,) = sch.get_loops(sch.get_block("Y"))
+    _, inner = sch.split(i, [None, lanes])
+    sch.vectorize(inner)
+    mod = lt.build(sch)
+    width = min(lanes, lt.Target.create("cpu").vector_bits // 32)  # cut to the registers
+    assert f"lt_load2_float32x{width}" in mod.source
+    x = np.random.default_rng(0).uniform(-1, 1, 2 * n + 1).astype("float32")
+    y = np.empty(n, "float32")
+    mod(x, y)
+    np.testing.assert_allclose(y, x[1::2][:n] * 3.0, rtol=1e-6)

@@ -185,6 +185,9 @@ static inline int omp_get_max_threads(void) { return 1; }
                 return f"(*(const {t}_u*)({buf} + {self.expr(idx.base, 12)}))"
             t = self.type_name(e.dtype)
             base = self.expr(idx.base, 12)
+            if idx.stride == 2 and idx.lanes >= 4 and idx.lanes % 2 == 0:
+                self.helpers.add(("load2", e.dtype))  # two loads and a shuffle
+                return f"lt_load2_{e.dtype}({buf} + {base})"
             elems = ", ".join(f"{buf}[{base} + {i * idx.stride}]" for i in range(idx.lanes))
             return f"(({t}){{{elems}}})"
         return f"{buf}[{self.expr(idx)}]"
@@ -312,6 +315,17 @@ static inline int omp_get_max_threads(void) { return 1; }
                 if dt.lanes(d) == 1:
                     out.append(f"static inline {t} lt_min_{d}({t} a, {t} b) {{ return a < b ? a : b; }}")
                     out.append(f"static inline {t} lt_max_{d}({t} a, {t} b) {{ return a > b ? a : b; }}")
+            elif kind == "load2":
+                n, ct = dt.lanes(d), dt.c_type(dt.element(d))
+                it = f"lt_shuffle_i{dt.bits(dt.element(d))}x{n}"
+                mask = ", ".join(str(2 * i if i < n // 2 else 2 * i + 1) for i in range(n))
+                ity = "int32_t" if dt.bits(dt.element(d)) == 32 else "int64_t"
+                out.append(f"typedef {ity} {it} __attribute__((vector_size({dt.nbytes(d)})));")
+                # elements p[0], p[2], ... p[2n-2]: the second load starts at p[n-1] so that
+                # nothing past the last element is read
+                out.append(f"static inline {t} lt_load2_{d}(const {ct}* p) {{ "
+                           f"{t} a = *(const {t}_u*)p; {t} b = *(const {t}_u*)(p + {n - 1}); "
+                           f"return __builtin_shuffle(a, b, ({it}){{{mask}}}); }}")
             elif kind == "vmath":
                 out.append(vector_math.definitions(d, dt.lanes(d)))
             elif kind == "floordiv":

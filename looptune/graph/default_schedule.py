@@ -67,10 +67,42 @@ def _extent(sch, loop) -> int:
     return sch.get(loop).extent
 
 
+def _vector_axis(sch, b, spatial: list, lanes: int) -> int:
+    """Which spatial loop to vectorize: the one most accesses of the block read or write
+    contiguously (their last index steps by 1 with it; a stride counts against it); the
+    innermost on a tie."""
+    from ..tir.arith import Simplifier
+    blk = sch.get(b)
+    entry = sch._block(b)
+    bind = {}  # loop var -> the block iter var it drives
+    for iv, val in zip(blk.iter_vars, entry.node.iter_values):
+        for lp in spatial:
+            if val is sch.get(lp).loop_var:
+                bind[id(lp)] = iv.var
+    simp = Simplifier({})
+    best, best_score = len(spatial) - 1, None
+    for i, lp in enumerate(spatial):
+        v = bind.get(id(lp))
+        if v is None:
+            continue
+        score = 0.0
+        for r in list(blk.reads) + list(blk.writes):
+            if not r.region:
+                continue
+            aff = simp.affine(r.region[-1][0])
+            coef = next((c for atom, c in aff.terms.values() if atom is v), 0)
+            score += 1.0 if coef == 1 else -0.5 if coef else 0.0
+        if best_score is None or score >= best_score:
+            best, best_score = i, score
+    return best
+
+
 def _tile_reduction(sch, b, kinds, lanes: int, cores: int) -> set:
     loops = sch.get_loops(b)
     spatial = [lp for lp, k in zip(loops, kinds) if k == "S"]
     reduce = [lp for lp, k in zip(loops, kinds) if k == "R"]
+    v = _vector_axis(sch, b, spatial, lanes)
+    spatial = spatial[:v] + spatial[v + 1:] + [spatial[v]]  # the vector axis goes innermost
     outer = list(spatial[:-1])
     inner = spatial[-1]
     vec = inner
