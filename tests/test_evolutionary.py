@@ -16,7 +16,9 @@ from looptune.tune import (Builder, BuilderResult, MemoryDatabase, Postproc, Run
 from looptune.tune.search_strategy.evolutionary import EvolutionarySearch
 from looptune.tune.space_generator import PostOrderApply
 
-SMALL = dict(population_size=24, init_min_unmeasured=12, genetic_num_iters=2)
+# no cap on the search's share of wall time: the fake runner takes none
+SMALL = dict(population_size=24, init_min_unmeasured=12, genetic_num_iters=2,
+             max_search_share=None)
 
 
 def small(name="matmul", **shape):
@@ -130,3 +132,23 @@ def test_bad_parameters_are_named():
         EvolutionarySearch(cost_model="gbdt")
     with pytest.raises(ValueError, match="unknown mutator"):
         TuneContext(small(), search_strategy=EvolutionarySearch(mutator_probs={"tile": 1.0}))
+
+
+def test_search_stops_evolving_once_it_took_its_share_of_the_time(monkeypatch):
+    """With measurement nearly free (the fake runner), a capped search evolves no further
+    than its first generation after the first batch; uncapped it runs every generation."""
+    generations = []
+    orig = EvolutionarySearch._next_generation
+
+    def counting(self, population, scores):
+        generations.append(self.trials)
+        return orig(self, population, scores)
+
+    monkeypatch.setattr(EvolutionarySearch, "_next_generation", counting)
+    params = {**SMALL, "max_search_share": 0.2}
+    run(small(), 32, MemoryDatabase(), EvolutionarySearch(cost_model="random", **params))
+    capped = len(generations)
+    generations.clear()
+    run(small(), 32, MemoryDatabase(), EvolutionarySearch(cost_model="random", **SMALL))
+    assert len(generations) == 4 * SMALL["genetic_num_iters"]  # 4 batches of 8
+    assert capped <= SMALL["genetic_num_iters"] + 1  # the first batch only (and maybe one)

@@ -66,6 +66,10 @@ DEFAULT_EVOLUTIONARY = {
     "genetic_max_fail_count": 8,   # tries to mutate one parent into a new valid child
     "eps_greedy": 0.05,            # share of each batch picked at random, not by the model
     "max_fail_count": 64,          # fresh samples that may fail in a row before giving up
+    "max_search_share": 0.2,       # a batch stops evolving once its search has taken
+                                   # share / (1 - share) of the previous batch's build and run
+                                   # time: search stays near this share of the wall time when
+                                   # kernels are quick to build and run (None: no cap)
 }
 
 

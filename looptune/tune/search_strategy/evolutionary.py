@@ -24,7 +24,7 @@ from .space import DesignSpace, Point, finish_point, replay
 class EvolutionarySearch(SearchStrategy):
     """Parameters (defaults in tune/defaults.py, DEFAULT_EVOLUTIONARY): population_size,
     init_measured_ratio, init_min_unmeasured, genetic_num_iters, genetic_mutate_prob,
-    genetic_max_fail_count, eps_greedy, max_fail_count. `cost_model`: "xgb", "mlp", "random"
+    genetic_max_fail_count, eps_greedy, max_fail_count, max_search_share. `cost_model`: "xgb", "mlp", "random"
     or a CostModel; `mutator_probs`: {mutator name or instance: probability} (default: the
     target's, from DEFAULT_MUTATOR_PROBS)."""
 
@@ -77,6 +77,11 @@ class EvolutionarySearch(SearchStrategy):
         n = min(self.per_iter, self.max_trials - self.trials)
         if n <= 0 or not self.spaces:
             return None
+        self._batch_deadline = None
+        measure = getattr(self, "_measure_secs", None)
+        share = self.max_search_share
+        if share and measure:
+            self._batch_deadline = time.perf_counter() + measure * share / (1 - share)
         population = self.sample_initial_population()
         if not population:
             self._explain_empty()
@@ -88,9 +93,13 @@ class EvolutionarySearch(SearchStrategy):
         self.trials += len(picks)
         self.last_picks = picks
         self.last_scores = list(self._predict(picks))  # the model's view, for Kendall tau
+        self._proposed_at = time.perf_counter()
         return [p.candidate for p in picks] or None
 
     def notify_runner_results(self, candidates, results):
+        if getattr(self, "_proposed_at", None) is not None:  # this batch's build and run time
+            self._measure_secs = time.perf_counter() - self._proposed_at
+            self._proposed_at = None
         self.cost_model.update(candidates[:len(results)], results)
         by_cand = {id(p.candidate): p for p in getattr(self, "last_picks", ())}
         for cand, res in zip(candidates, results):
@@ -150,7 +159,7 @@ class EvolutionarySearch(SearchStrategy):
                 elif item[0] > best[0][0]:
                     in_best.discard(heapq.heapreplace(best, item)[2].candidate.sch_hash)
                     in_best.add(h)
-            if gen == self.genetic_num_iters or self._past_deadline():
+            if gen == self.genetic_num_iters or self._past_deadline() or self._batch_spent():
                 break
             population = self._next_generation(population, scores)
         return [p for _, _, p in sorted(best, key=lambda x: (-x[0], x[1]))]
@@ -243,6 +252,11 @@ class EvolutionarySearch(SearchStrategy):
         scores = np.asarray(self.cost_model.predict([p.candidate for p in population]),
                             dtype=np.float64)
         return np.where(np.isfinite(scores), scores, -math.inf)
+
+    def _batch_spent(self) -> bool:
+        """This batch's search took its share of the time (max_search_share)."""
+        d = getattr(self, "_batch_deadline", None)
+        return d is not None and time.perf_counter() >= d
 
     def _past_deadline(self) -> bool:
         """The run's time budget is spent: measure what the model ranks best so far."""
