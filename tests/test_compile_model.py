@@ -124,3 +124,34 @@ def test_torch_model_compiles_and_matches_torch():
     with torch.no_grad():
         want = net(x).numpy()
     np.testing.assert_allclose(compiled(x.numpy()), want, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.cc
+@pytest.mark.slow
+def test_resnet18_database_serves_resnet34(tmp_path):
+    """Every task of ResNet-34 is a task of ResNet-18 (the same layer shapes, more of them):
+    after ResNet-18's tasks have records, ResNet-34 has nothing new to tune, and compiles
+    with those records."""
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "benchmarks"))
+    from models import ResNet
+    from looptune.frontend.torch import from_torch
+    x = torch.randn(1, 3, 64, 64)  # small images: the same tasks, quicker to tune
+    r18 = from_torch(ResNet((2, 2, 2, 2), classes=10).eval(), (x,))
+    r34 = from_torch(ResNet((3, 4, 6, 3), classes=10).eval(), (x,))
+    t18, t34 = extract_tasks(r18), extract_tasks(r34)
+    assert {t.key for t in t34} <= {t.key for t in t18}
+    assert sum(t.weight for t in t34) > sum(t.weight for t in t18)
+    # one trial per task (tune_model would weight them; here each needs a record)
+    from looptune.tune import tune_tir
+    db = tune_tir({t.task_name: t.func for t in t18}, "cpu", tmp_path / "work",
+                  max_trials_global=len(t18), num_trials_per_iter=1,
+                  task_scheduler="round-robin", progress=False)
+    left18 = untuned_tasks(r18, db)  # a trial can fail (a compile timeout on a busy machine)
+    assert len(left18) <= 2
+    left34 = untuned_tasks(r34, db)
+    assert {t.key for t in left34} == {t.key for t in left18}  # nothing new to tune
+    compiled = compile_model(r34, db, "cpu", num_threads=1)
+    assert sum(t["tuned"] for t in compiled.desc["tasks"]) == len(t34) - len(left34)
+    np.testing.assert_allclose(compiled(x.numpy()), evaluate(r34, x.numpy())[0], rtol=2e-3,
+                               atol=2e-3)
