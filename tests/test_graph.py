@@ -163,3 +163,32 @@ def test_fused_kernels_compute_the_graph():
     m = mlp()
     x = rand(1, 784)
     np.testing.assert_allclose(run_kernels(m, x)[0], evaluate(m, x)[0], rtol=1e-4, atol=1e-3)
+
+
+def strided_conv(stride=2, hw=16):
+    g = GraphBuilder("strided")
+    x = g.input("x", (1, 4, hw, hw))
+    y = g.op("conv2d", x, g.const("w", rand(24, 4, 3, 3)), stride=(stride, stride),
+             padding=(1, 1))
+    return g.finish(g.op("relu", g.op("add", y, g.const("b", rand(1, 24, 1, 1)))))
+
+
+def test_narrow_or_strided_convolutions_get_channels_last_weights():
+    from looptune.graph.simplify import prepare
+    for graph, layout in ((strided_conv(2, 16), "CRSK"), (strided_conv(1, 8), "CRSK"),
+                          (strided_conv(1, 32), "KCRS")):
+        prepared = prepare(graph)
+        conv = next(n for n in prepared.nodes if n.op == "conv2d")
+        assert conv.attrs.get("weight_layout", "KCRS") == layout
+        x = rand(*graph.inputs[0].shape)
+        np.testing.assert_allclose(evaluate(prepared, x)[0], evaluate(graph, x)[0], rtol=1e-5,
+                                   atol=1e-5)
+
+
+@pytest.mark.cc
+def test_channels_last_convolution_kernels_match():
+    from looptune.graph import compile_model
+    for graph in (strided_conv(2, 16), strided_conv(1, 8)):
+        x = rand(*graph.inputs[0].shape)
+        compiled = compile_model(graph, None, "cpu", num_threads=1)
+        np.testing.assert_allclose(compiled(x), evaluate(graph, x)[0], rtol=1e-4, atol=1e-4)

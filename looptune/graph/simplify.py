@@ -104,10 +104,14 @@ def fold_conv_affine(graph: Graph) -> Graph:
     return g.finish(*[get(v) for v in graph.outputs])
 
 
+NARROW = 16  # convolutions with fewer output columns vectorize over output channels
+
+
 def constant_weight_layouts(graph: Graph) -> Graph:
-    """A matmul that reads a constant weight transposed (a linear layer's (N, K) weight)
-    reads it pre-transposed instead: the transpose happens once, at compile time, and the
-    kernel reads rows of the weight contiguously."""
+    """Constant weights in the layouts kernels read best, transposed once at compile time:
+    a matmul that reads its weight transposed (a linear layer's (N, K)) reads it as (K, N);
+    a convolution whose output is narrow (< 16 columns) or strided reads its weight as
+    (C, R, S, K) and computes channels-last (conv2d's weight_layout="CRSK")."""
     g = GraphBuilder(graph.name)
     vmap: dict = {id(v): g.input(v.name, v.shape, v.dtype) for v in graph.inputs}
 
@@ -122,6 +126,12 @@ def constant_weight_layouts(graph: Graph) -> Graph:
             w = w.T if w.ndim == 2 else np.swapaxes(w, -1, -2)
             args[1] = g.const(args[1].name + "_t", np.ascontiguousarray(w))
             attrs.pop("transpose_b")
+        if node.op == "conv2d" and args[1].is_const and attrs.get("groups", 1) == 1 \
+                and attrs.get("weight_layout", "KCRS") == "KCRS" \
+                and (node.output.shape[3] < NARROW or max(attrs.get("stride", (1, 1))) > 1):
+            w = np.ascontiguousarray(np.transpose(args[1].data, (1, 2, 3, 0)))
+            args[1] = g.const(args[1].name + "_crsk", w)
+            attrs["weight_layout"] = "CRSK"
         vmap[id(node.output)] = g.op(node.op, *args, name=node.name, **attrs)
     return g.finish(*[get(v) for v in graph.outputs])
 

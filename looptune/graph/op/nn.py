@@ -68,6 +68,8 @@ def _conv_attrs(attrs):
 
 def _conv_ref(a, attrs):
     x, w = a
+    if attrs.get("weight_layout", "KCRS") == "CRSK":
+        w = np.ascontiguousarray(np.transpose(w, (3, 0, 1, 2)))
     stride, padding, dilation, groups = _conv_attrs(attrs)
     if groups == 1:
         return R.conv2d_nchw(x, w, stride, padding, dilation)
@@ -78,12 +80,25 @@ def _conv_ref(a, attrs):
                           axis=1)
 
 
-@graph_op("conv2d", "anchor", attrs=("stride", "padding", "dilation", "groups"), ref=_conv_ref)
+@graph_op("conv2d", "anchor", attrs=("stride", "padding", "dilation", "groups", "weight_layout"),
+          ref=_conv_ref)
 def conv2d(inputs, attrs, node):
-    """NCHW input, (K, C/groups, R, S) weight, as PyTorch; groups == C is depthwise."""
+    """NCHW input, (K, C/groups, R, S) weight, as PyTorch; groups == C is depthwise.
+
+    weight_layout="CRSK" (groups 1) takes the weight as (C, R, S, K) and computes the output
+    channels-last, (N, H, W, K), then writes it back as NCHW: output channels are contiguous
+    in the weight and in the accumulators, so a kernel can vectorize over them where the
+    image is too narrow (7x7, 14x14) or strided to vectorize over its columns. prepare()
+    chooses it for such convolutions with constant weights."""
     _n_inputs(node, "conv2d", inputs, 2)
     X, W = inputs
     stride, padding, dilation, groups = _conv_attrs(attrs)
+    layout = attrs.get("weight_layout", "KCRS")
+    if layout not in ("KCRS", "CRSK") or (layout == "CRSK" and groups != 1):
+        raise GraphError(f"node {node} (conv2d): weight_layout must be KCRS, or CRSK with "
+                         f"groups=1; got {layout!r} with groups={groups}")
+    if layout == "CRSK":
+        return _conv_channels_last(X, W, stride, padding, dilation, node)
     if X.ndim != 4 or W.ndim != 4:
         raise GraphError(f"node {node} (conv2d): needs a 4-D input (N, C, H, W) and weight "
                          f"(K, C/groups, R, S), got {X.shape} and {W.shape}")
@@ -116,6 +131,28 @@ def conv2d(inputs, attrs, node):
         lambda n, k, y, x: te.sum(P[n, (k // kg) * cg + rc, y * sh + rr * dh, x * sw + rs * dw]
                                   * W[k, rc, rr, rs], axis=[rc, rr, rs]),
         name=node, tag="group_conv2d_nchw")
+
+
+def _conv_channels_last(X, W, stride, padding, dilation, node):
+    from ...te.ops._common import pair, window_out
+    (sh, sw), (ph, pw), (dh, dw) = (pair(node, "stride", stride, 1),
+                                    pair(node, "padding", padding, 0),
+                                    pair(node, "dilation", dilation, 1))
+    if X.ndim != 4 or W.ndim != 4 or W.shape[0] != X.shape[1]:
+        raise GraphError(f"node {node} (conv2d): a CRSK weight must be (C, R, S, K) with C = "
+                         f"{X.shape[1]} input channels, got {W.shape}")
+    C, Rk, Sk, K = W.shape
+    OH = window_out(node, X.shape[2], Rk, sh, ph, dh, "height")
+    OW = window_out(node, X.shape[3], Sk, sw, pw, dw, "width")
+    P = ops.pad(X, (0, 0, ph, pw), name="pad") if ph or pw else X
+    rc, rr, rs = te.reduce_axis(C, "rc"), te.reduce_axis(Rk, "rr"), te.reduce_axis(Sk, "rs")
+    nhwc = te.compute(
+        (X.shape[0], OH, OW, K),
+        lambda n, y, x, k: te.sum(P[n, rc, y * sh + rr * dh, x * sw + rs * dw]
+                                  * W[rc, rr, rs, k], axis=[rc, rr, rs]),
+        name=node + "_nhwc", tag="conv2d_nhwc")
+    return te.compute((X.shape[0], K, OH, OW), lambda n, k, y, x: nhwc[n, y, x, k], name=node,
+                      tag="injective")
 
 
 # ------------------------------------------------------------------ pooling
