@@ -173,16 +173,19 @@ def strided_conv(stride=2, hw=16):
     return g.finish(g.op("relu", g.op("add", y, g.const("b", rand(1, 24, 1, 1)))))
 
 
-def test_narrow_or_strided_convolutions_get_channels_last_weights():
+def test_convolutions_with_constant_weights_compute_channels_last():
     from looptune.graph.simplify import prepare
+    g = GraphBuilder()
+    x, w = g.input("x", (1, 4, 8, 8)), g.input("w", (6, 4, 3, 3))  # a weight given at run time
+    runtime_weight = g.finish(g.op("conv2d", x, w, padding=(1, 1)))
     for graph, layout in ((strided_conv(2, 16), "CRSK"), (strided_conv(1, 8), "CRSK"),
-                          (strided_conv(1, 32), "KCRS")):
+                          (runtime_weight, "KCRS")):
         prepared = prepare(graph)
         conv = next(n for n in prepared.nodes if n.op == "conv2d")
         assert conv.attrs.get("weight_layout", "KCRS") == layout
-        x = rand(*graph.inputs[0].shape)
-        np.testing.assert_allclose(evaluate(prepared, x)[0], evaluate(graph, x)[0], rtol=1e-5,
-                                   atol=1e-5)
+        args = [rand(*v.shape) for v in graph.inputs]
+        np.testing.assert_allclose(evaluate(prepared, *args)[0], evaluate(graph, *args)[0],
+                                   rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.cc

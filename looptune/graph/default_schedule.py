@@ -2,10 +2,12 @@
 model that have no tuning record (in the spirit of TVM's DLight).
 
 - Elementwise stages without conditions are inlined into the stage that reads them.
-- A reduction with reuse (matmul, convolution) gets a register tile of 8 accumulators: its
-  innermost spatial loop split into two vectors of the target's width (four when there is
-  no other long spatial loop) and the last long spatial loop before it into 4 rows; the
-  reduction loops go between the tile and the rest (short window loops unrolled); the tile
+- A reduction with reuse (matmul, convolution) gets a register tile of 8 accumulators: the
+  spatial loop its accesses follow contiguously split into two vectors of the target's
+  width (four when there is no other long spatial loop) and the last other long spatial
+  loop into 4 rows; the
+  reduction loops go between the tile and the rest (short window loops unrolled), with the
+  blocks of the vector axis outermost (a weight panel stays in cache); the tile
   accumulates in a buffer of its own and its elementwise epilogue is applied while it is
   written back. Its outer spatial loops run in parallel.
 - Other stages: the innermost loop vectorized when it is long enough, the outer ones
@@ -118,6 +120,10 @@ def _tile_reduction(sch, b, kinds, lanes: int, cores: int) -> set:
         i = tall[-1]
         ro, rows = sch.split(spatial[i], [None, 4])
         outer[i] = ro
+    if len(outer) > len(spatial) - 1:
+        # blocks of the vector axis outermost: one block's panel of the weight (the reduction
+        # times the vector width) stays in cache while every other tile uses it
+        outer = [outer[-1]] + outer[:-1]
     sch.reorder(*outer, *reduce, *([rows] if rows is not None else []), vec)
     handled = set()
     if outer:
