@@ -10,6 +10,8 @@ model that have no tuning record (in the spirit of TVM's DLight).
   blocks of the vector axis outermost (a weight panel stays in cache); the tile
   accumulates in a buffer of its own and its elementwise epilogue is applied while it is
   written back. Its outer spatial loops run in parallel.
+- A reduction along its innermost loop (softmax, layer_norm, mean): rfactored into a
+  vector of partial results, which vectorizes, then reduced.
 - Other stages: the innermost loop vectorized when it is long enough, the outer ones
   parallel.
 
@@ -151,9 +153,43 @@ def _tile_reduction(sch, b, kinds, lanes: int, cores: int) -> set:
     return handled
 
 
+def _vectorize_reduction(sch, b, kinds, lanes: int) -> bool:
+    """A reduction along its innermost loop (softmax's sums, layer_norm's statistics):
+    rfactor that loop's last `lanes` iterations into partial results kept side by side, which
+    vectorize (exp and all), then reduce those. False where it does not apply."""
+    loops = sch.get_loops(b)
+    if not loops or kinds[-1] != "R" or "O" in kinds or _extent(sch, loops[-1]) < 2 * lanes:
+        return False
+    spatial = sum(1 for iv in sch.get(b).iter_vars if iv.kind == "S")
+    _, inner = sch.split(loops[-1], [None, lanes])
+    try:
+        rf = sch.rfactor(inner, spatial)  # the partial results' axis innermost: contiguous
+    except ScheduleError:
+        return False
+    rf_loops = sch.get_loops(rf)
+    _ok(sch.vectorize, rf_loops[-1])
+    _parallel_outer(sch, rf)
+    _parallel_outer(sch, b)
+    return True
+
+
+def _parallel_outer(sch, b) -> None:
+    loops = sch.get_loops(b)
+    lead = []
+    for lp, k in zip(loops, loop_kinds(sch, b)):
+        if k != "S":
+            break
+        lead.append(lp)
+    if lead:
+        par = _try(sch.fuse, *lead) if len(lead) > 1 else lead[0]
+        _ok(sch.parallel, par or lead[0])
+
+
 def _parallel_vectorize(sch, b, kinds, lanes: int) -> None:
     loops = sch.get_loops(b)
     if not loops:
+        return
+    if _vectorize_reduction(sch, b, kinds, lanes):
         return
     if kinds[-1] == "S" and _extent(sch, loops[-1]) >= lanes:
         o, i = sch.split(loops[-1], [None, lanes])
