@@ -124,3 +124,22 @@ def test_an_unsupported_operator_is_named_with_its_node():
 def test_from_torch_needs_a_module():
     with pytest.raises(TypeError, match="torch.nn.Module"):
         from_torch(lambda x: x, (torch.randn(2),))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_same_models_through_onnx_match_torch(case):
+    """Exported to ONNX by torch (opset 17) and imported with from_onnx."""
+    pytest.importorskip("onnx")
+    import io
+    import warnings
+    from looptune.frontend.onnx import from_onnx
+    model, inputs = CASES[case]
+    want, arrays = expected_and_inputs(model, inputs)
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, inputs, f, dynamo=False, opset_version=17)
+    import onnx
+    graph = from_onnx(onnx.load_from_string(f.getvalue()))
+    for got, w in zip(evaluate(graph, *arrays), want):
+        np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-5)
