@@ -4,6 +4,9 @@
     y = compiled(x)                      # numpy in, numpy out
     compiled.export("resnet18.lt")       # a directory: model.so + model.json
     again = looptune.load("resnet18.lt") # in another process, without tuning
+
+Intermediates live in one arena per loaded library, allocated on the first call: a compiled
+model runs one call at a time (call it from one thread, or load it once per thread).
 """
 from __future__ import annotations
 
