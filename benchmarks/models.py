@@ -233,7 +233,8 @@ def main():
     print(f"CPU: {_common.cpu_name()}; one thread everywhere; torch {torch.__version__}")
     rows = [bench(m, args, out_dir) for m in args.models]
     _common.print_table("whole models, single-threaded (median ms; ratios > 1: looptune faster)",
-                        rows, [("model", "model"), ("tasks", "tasks"), ("torch_ms", "torch", "{:.3f}"),
+                        rows, [("model", "model"), ("tasks", "tasks"),
+                               ("torch_ms", "torch", "{:.3f}"),
                                ("ort_ms", "ORT", "{:.3f}"), ("untuned_ms", "untuned", "{:.3f}"),
                                ("tuned_ms", "tuned", "{:.3f}"), ("trials", "trials"),
                                ("tuning_s", "tuning s", "{:.0f}"), ("vs_ort", "vs ORT", "{:.2f}"),

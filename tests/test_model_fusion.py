@@ -2,7 +2,8 @@
 layer make the kernels a person would write by hand."""
 from __future__ import annotations
 
-import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,41 +17,12 @@ from looptune.graph.fuse import fuse  # noqa: E402
 from looptune.graph.simplify import prepare  # noqa: E402
 
 
-class Block(nn.Module):
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.b1 = nn.BatchNorm2d(cout)
-        self.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.b2 = nn.BatchNorm2d(cout)
-        self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                  nn.BatchNorm2d(cout)) if stride != 1 or cin != cout else None
-
-    def forward(self, x):
-        y = torch.relu(self.b1(self.c1(x)))
-        y = self.b2(self.c2(y))
-        return torch.relu(y + (x if self.down is None else self.down(x)))
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+from models import Block, EncoderLayer  # noqa: E402  (the benchmark's models, written in torch)
 
 
-class Encoder(nn.Module):
-    def __init__(self, hidden=32, heads=2, ffn=64):
-        super().__init__()
-        self.heads, self.d = heads, hidden // heads
-        self.q, self.k, self.v, self.o = (nn.Linear(hidden, hidden) for _ in range(4))
-        self.ln1, self.ln2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
-        self.f1, self.f2 = nn.Linear(hidden, ffn), nn.Linear(ffn, hidden)
-
-    def forward(self, x):
-        b, s, h = x.shape
-
-        def split(t):
-            return t.view(b, s, self.heads, self.d).transpose(1, 2)
-
-        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
-        att = torch.softmax(q @ k.transpose(-1, -2) * (1 / math.sqrt(self.d)), dim=-1)
-        ctx = (att @ v).transpose(1, 2).reshape(b, s, h)
-        x = self.ln1(x + self.o(ctx))
-        return self.ln2(x + self.f2(nn.functional.gelu(self.f1(x))))
+def Encoder():
+    return EncoderLayer(hidden=32, heads=2, ffn=64)
 
 
 def groups_of(model, *inputs):

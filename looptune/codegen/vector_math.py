@@ -25,16 +25,16 @@ OPS = ("exp", "sigmoid", "tanh", "erf")
 def definitions(dtype: str, lanes: int) -> str:
     """C definitions of lt_<op>_<dtype> for a float32 vector type lt_<dtype> (declared
     before) of `lanes` lanes."""
-    V, I = f"lt_{dtype}", f"lt_i32x{lanes}_vm"
+    V, M = f"lt_{dtype}", f"lt_i32x{lanes}_vm"  # the vector type and its lane-mask type
     b = f"lt_bcast_{dtype}"
-    return f"""typedef int32_t {I} __attribute__((vector_size({4 * lanes})));
-static inline {V} lt_sel_{dtype}({I} m, {V} a, {V} b) {{
-  return ({V})((m & ({I})a) | (~m & ({I})b)); }}
+    return f"""typedef int32_t {M} __attribute__((vector_size({4 * lanes})));
+static inline {V} lt_sel_{dtype}({M} m, {V} a, {V} b) {{
+  return ({V})((m & ({M})a) | (~m & ({M})b)); }}
 static inline {V} lt_exp_{dtype}({V} x) {{
   {V} xc = lt_sel_{dtype}(x > {b}(88.8f), {b}(88.8f), x);
   xc = lt_sel_{dtype}(xc < {b}(-104.0f), {b}(-104.0f), xc);
   {V} t = xc * 1.44269504088896341f;
-  {I} n = __builtin_convertvector(t + lt_sel_{dtype}(t >= 0.0f, {b}(0.5f), {b}(-0.5f)), {I});
+  {M} n = __builtin_convertvector(t + lt_sel_{dtype}(t >= 0.0f, {b}(0.5f), {b}(-0.5f)), {M});
   {V} fn = __builtin_convertvector(n, {V});
   {V} r = xc - fn * 0.693359375f;
   r = r - fn * -2.12194440e-4f;
@@ -45,7 +45,7 @@ static inline {V} lt_exp_{dtype}({V} x) {{
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   {V} y = p * r * r + r + 1.0f;
-  {I} h = n >> 1;
+  {M} h = n >> 1;
   y = y * ({V})((h + 127) << 23) * ({V})((n - h + 127) << 23);
   y = lt_sel_{dtype}(x > 88.7228394f, {b}(__builtin_inff()), y);
   y = lt_sel_{dtype}(x < -103.972084f, {b}(0.0f), y);
@@ -53,7 +53,7 @@ static inline {V} lt_exp_{dtype}({V} x) {{
 static inline {V} lt_sigmoid_{dtype}({V} x) {{
   return 1.0f / (1.0f + lt_exp_{dtype}(-x)); }}
 static inline {V} lt_tanh_{dtype}({V} x) {{
-  {V} ax = ({V})(({I})x & 0x7fffffff);
+  {V} ax = ({V})(({M})x & 0x7fffffff);
   {V} z = x * x;
   {V} p = {b}(-5.70498872745e-3f);
   p = p * z + 2.06390887954e-2f;
@@ -62,10 +62,10 @@ static inline {V} lt_tanh_{dtype}({V} x) {{
   p = p * z - 3.33332819422e-1f;
   {V} small = p * z * x + x;
   {V} big = 1.0f - 2.0f / (lt_exp_{dtype}(2.0f * ax) + 1.0f);
-  big = ({V})(({I})big | (({I})x & (int32_t)0x80000000));
+  big = ({V})(({M})big | (({M})x & (int32_t)0x80000000));
   return lt_sel_{dtype}(ax < 0.625f, small, big); }}
 static inline {V} lt_erf_{dtype}({V} x) {{
-  {V} ax = ({V})(({I})x & 0x7fffffff);
+  {V} ax = ({V})(({M})x & 0x7fffffff);
   {V} z = x * x;
   {V} s = {b}(-7.5757575757575758e-4f);
   s = s * z + 4.6296296296296296e-3f;
@@ -81,5 +81,5 @@ static inline {V} lt_erf_{dtype}({V} x) {{
   q = q * t - 0.284496736f;
   q = q * t + 0.254829592f;
   {V} big = 1.0f - q * t * lt_exp_{dtype}(-z);
-  big = ({V})(({I})big | (({I})x & (int32_t)0x80000000));
+  big = ({V})(({M})big | (({M})x & (int32_t)0x80000000));
   return lt_sel_{dtype}(ax < 0.5f, small, big); }}"""

@@ -13,4 +13,5 @@ from .tune_model import tune_model, untuned_tasks
 __all__ = ["CompiledModel", "ModelError", "compile_model", "default_schedule", "load",
            "GRAPH_OPS", "ExtractedTask", "FusedGroup", "Graph", "GraphBuilder", "GraphError",
            "GraphOp", "Node", "TensorType", "Value", "evaluate", "extract_tasks",
-           "fold_constants", "fold_conv_affine", "fuse", "get_graph_op", "tune_model", "untuned_tasks"]
+           "fold_constants", "fold_conv_affine", "fuse", "get_graph_op", "tune_model",
+           "untuned_tasks"]

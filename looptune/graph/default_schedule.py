@@ -174,9 +174,9 @@ def _vectorize_reduction(sch, b, kinds, lanes: int) -> bool:
 
 
 def _parallel_outer(sch, b) -> None:
-    loops = sch.get_loops(b)
+    """The leading spatial loops of the block, fused, in parallel."""
     lead = []
-    for lp, k in zip(loops, loop_kinds(sch, b)):
+    for lp, k in zip(sch.get_loops(b), loop_kinds(sch, b)):
         if k != "S":
             break
         lead.append(lp)
@@ -192,14 +192,6 @@ def _parallel_vectorize(sch, b, kinds, lanes: int) -> None:
     if _vectorize_reduction(sch, b, kinds, lanes):
         return
     if kinds[-1] == "S" and _extent(sch, loops[-1]) >= lanes:
-        o, i = sch.split(loops[-1], [None, lanes])
+        _, i = sch.split(loops[-1], [None, lanes])
         _ok(sch.vectorize, i)
-        loops = loops[:-1] + [o]
-    lead = []
-    for lp, k in zip(loops, kinds):
-        if k != "S":
-            break
-        lead.append(lp)
-    if lead:
-        par = _try(sch.fuse, *lead) if len(lead) > 1 else lead[0]
-        _ok(sch.parallel, par or lead[0])
+    _parallel_outer(sch, b)

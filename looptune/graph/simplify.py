@@ -87,7 +87,8 @@ def fold_conv_affine(graph: Graph) -> Graph:
         elif id(node) in bias_scale:
             k = node.output.shape[1]
             y, c = _const_operand(node, k)
-            s = bias_scale[id(node)].reshape(c.shape if c.shape[:1] != (k,) else (k,) + (1,) * (len(c.shape) - 1))
+            per_channel = c.shape if c.shape[:1] != (k,) else (k,) + (1,) * (len(c.shape) - 1)
+            s = bias_scale[id(node)].reshape(per_channel)
             args = [get(y), g.const(c.name + "_folded", (c.data * s).astype(np.float32))]
         out = g.op(node.op, *args, name=node.name, **node.attrs)
         # (v + c1) + c2 -> v + (c1 + c2)

@@ -58,18 +58,28 @@ def compile_shared(source: str, *, name: str = "kernel", flags=None, cc: str | N
             _atomic_write(src_path, source)
         return so_path
     _atomic_write(src_path, source)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=cache)
+    return _link_atomically(so_path, lambda tmp: _run_cc(
+        [cc, *flags, str(src_path), "-o", tmp, "-lm"], str(src_path), timeout))
+
+
+def _run_cc(cmd: list, what: str, timeout: float | None, cwd=None) -> None:
+    """Run the compiler; BuildError (naming `what`) if it fails or takes too long."""
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    except subprocess.TimeoutExpired:
+        raise BuildError(f"the C compiler took longer than {timeout} s", what,
+                         timed_out=True) from None
+    if out.returncode != 0:
+        raise BuildError(f"the C compiler failed (exit {out.returncode})", what,
+                         out.stderr[-4000:])
+
+
+def _link_atomically(so_path: Path, build) -> Path:
+    """build(tmp) writes the library to a temporary name; it then replaces so_path at once."""
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=so_path.parent)
     os.close(fd)
     try:
-        try:
-            out = subprocess.run([cc, *flags, str(src_path), "-o", tmp, "-lm"],
-                                 capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise BuildError(f"the C compiler took longer than {timeout} s", str(src_path),
-                             timed_out=True) from None
-        if out.returncode != 0:
-            raise BuildError(f"the C compiler failed (exit {out.returncode})", str(src_path),
-                             out.stderr[-4000:])
+        build(tmp)
         os.replace(tmp, so_path)
     finally:
         if os.path.exists(tmp):
@@ -114,30 +124,11 @@ def compile_library(units: list, *, name: str = "library", timeout: float | None
         src = out_dir / fname
         _atomic_write(src, text)
         obj = src.with_suffix(".o")
-        cmd = [cc, *compile_flags, *extra, "-c", str(src), "-o", str(obj)]
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                 cwd=str(out_dir))
-        except subprocess.TimeoutExpired:
-            raise BuildError(f"the C compiler took longer than {timeout} s", str(src),
-                             timed_out=True) from None
-        if out.returncode != 0:
-            raise BuildError(f"the C compiler failed (exit {out.returncode})", str(src),
-                             out.stderr[-4000:])
+        _run_cc([cc, *compile_flags, *extra, "-c", str(src), "-o", str(obj)], str(src),
+                timeout, cwd=str(out_dir))
         return str(obj)
 
     with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
         objects = list(pool.map(compile_one, units))
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
-    os.close(fd)
-    try:
-        out = subprocess.run([cc, *flags, *objects, "-o", tmp, "-lm"], capture_output=True,
-                             text=True, timeout=timeout)
-        if out.returncode != 0:
-            raise BuildError(f"linking {name} failed (exit {out.returncode})", str(out_dir),
-                             out.stderr[-4000:])
-        os.replace(tmp, so_path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return so_path
+    return _link_atomically(so_path, lambda tmp: _run_cc(
+        [cc, *flags, *objects, "-o", tmp, "-lm"], f"linking {name} in {out_dir}", timeout))

@@ -114,9 +114,11 @@ def slice_(inputs, attrs, node):
         raise GraphError(f"node {node} (slice): [{start}:{stop}:{step}] of axis {axis} "
                          f"(size {X.shape[axis]}) is empty")
     shape = tuple(n if d == axis else s for d, s in enumerate(X.shape))
-    return te.compute(shape, lambda *i: X[tuple(i[d] * step + start if d == axis else i[d]
-                                                  for d in range(X.ndim))],
-                      name=node, tag="injective")
+
+    def body(*i):
+        return X[tuple(i[d] * step + start if d == axis else i[d] for d in range(X.ndim))]
+
+    return te.compute(shape, body, name=node, tag="injective")
 
 
 def _pad_ref(a, at):
