@@ -243,3 +243,22 @@ def test_stride_two_loads_are_two_vector_loads_and_a_shuffle(lanes):
     y = np.empty(n, "float32")
     mod(x, y)
     np.testing.assert_allclose(y, x[1::2][:n] * 3.0, rtol=1e-6)
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_min_and_max_vectorize(dtype):
+    """relu and clamps in a vectorized loop stay vector code (a lane-wise blend)."""
+    X = te.placeholder((64,), name="X", dtype=dtype)
+    Y = te.compute((64,), lambda i: te.min(te.max(X[i], 0), 50), name="Y")
+    sch = lt.Schedule(te.create_prim_func([X, Y]))
+    (i,) = sch.get_loops(sch.get_block("Y"))
+    _, inner = sch.split(i, [None, 8])
+    sch.vectorize(inner)
+    mod = lt.build(sch)
+    assert f"lt_max_{dtype}x8" in mod.source and "omp simd" not in mod.source
+    x = (np.random.default_rng(0).uniform(-100, 100, 64)).astype(dtype)
+    x[:3] = [0, -0.0 if dtype == "float32" else 0, 50]
+    y = np.empty(64, dtype)
+    mod(x, y)
+    np.testing.assert_array_equal(y, np.minimum(np.maximum(x, 0), 50))

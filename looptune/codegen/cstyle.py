@@ -315,6 +315,14 @@ static inline int omp_get_max_threads(void) { return 1; }
                 if dt.lanes(d) == 1:
                     out.append(f"static inline {t} lt_min_{d}({t} a, {t} b) {{ return a < b ? a : b; }}")
                     out.append(f"static inline {t} lt_max_{d}({t} a, {t} b) {{ return a > b ? a : b; }}")
+                else:  # a lane-wise blend on the comparison's mask (as the scalar form)
+                    bits = dt.bits(dt.element(d))
+                    m = f"lt_mask_{d}"
+                    out.append(f"typedef int{bits}_t {m} __attribute__((vector_size({dt.nbytes(d)})));")
+                    for fn, cmp in (("min", "<"), ("max", ">")):
+                        out.append(f"static inline {t} lt_{fn}_{d}({t} a, {t} b) {{ {m} k = "
+                                   f"({m})(a {cmp} b); return ({t})((k & ({m})a) | "
+                                   f"(~k & ({m})b)); }}")
             elif kind == "load2":
                 n, ct = dt.lanes(d), dt.c_type(dt.element(d))
                 it = f"lt_shuffle_i{dt.bits(dt.element(d))}x{n}"

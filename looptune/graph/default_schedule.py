@@ -12,6 +12,8 @@ model that have no tuning record (in the spirit of TVM's DLight).
   written back. Its outer spatial loops run in parallel.
 - A reduction along its innermost loop (softmax, layer_norm, mean): rfactored into a
   vector of partial results, which vectorizes, then reduced.
+- A short window reduction (pooling): its window loops moved outside the last spatial loop,
+  which vectorizes.
 - Other stages: the innermost loop vectorized when it is long enough, the outer ones
   parallel.
 
@@ -191,6 +193,14 @@ def _parallel_vectorize(sch, b, kinds, lanes: int) -> None:
         return
     if _vectorize_reduction(sch, b, kinds, lanes):
         return
+    last_s = max((i for i, k in enumerate(kinds) if k == "S"), default=None)
+    if kinds[-1] == "R" and "O" not in kinds and last_s is not None \
+            and _extent(sch, loops[last_s]) >= lanes:
+        # a short window (pooling): its loops outside the last spatial loop, which vectorizes
+        after = loops[last_s + 1:]
+        if _ok(sch.reorder, *after, loops[last_s]):
+            loops = sch.get_loops(b)
+            kinds = loop_kinds(sch, b)
     if kinds[-1] == "S" and _extent(sch, loops[-1]) >= lanes:
         _, i = sch.split(loops[-1], [None, lanes])
         _ok(sch.vectorize, i)

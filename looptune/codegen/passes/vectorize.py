@@ -179,7 +179,7 @@ class _Vectorizer:
                 if isinstance(c, IntImm):
                     return Ramp(binary("*", r.base, c), r.stride * c.value, self.lanes, r.dtype)
             raise _NoVec
-        if op not in ("+", "-", "*", "/"):
+        if op not in ("+", "-", "*", "/", "min", "max"):
             raise _NoVec
         a, b = self.bcast(a), self.bcast(b)
         return Binary(op, a, b, dt.with_lanes(dt.promote(dt.element(a.dtype), dt.element(b.dtype)),
