@@ -37,6 +37,26 @@ class Emitter:
             return x
         return self.op("reshape", x, name=name, shape=shape)
 
+    def matmul(self, a: Value, b: Value, name: str, emit=None) -> Value:
+        """a @ b with numpy's rules for 2-D and batched operands: (..., K) @ (K, N) as one 2-D
+        matmul, equal leading dimensions as one batch_matmul (reshapes are free views).
+        `emit` makes the nodes (default: self.op)."""
+        emit = emit or self.op
+        if len(a.shape) == 2 and len(b.shape) == 2:
+            return emit("matmul", a, b, name=name)
+        if len(b.shape) == 2:  # (..., K) @ (K, N)
+            lead = a.shape[:-1]
+            y = emit("matmul", self.reshape(a, (int(np.prod(lead)), a.shape[-1])), b, name=name)
+            return self.reshape(y, lead + (b.shape[-1],))
+        if a.shape[:-2] != b.shape[:-2]:
+            raise ImportError_(f"node {name}: batched matmul of {a.shape} and {b.shape} needs "
+                               "equal batch dimensions")
+        lead = a.shape[:-2]
+        batch = int(np.prod(lead))
+        y = emit("batch_matmul", self.reshape(a, (batch,) + a.shape[-2:]),
+                 self.reshape(b, (batch,) + b.shape[-2:]), name=name)
+        return self.reshape(y, lead + (a.shape[-2], b.shape[-1]))
+
     def binary(self, op: str, a, b, name: str | None = None) -> Value:
         """a op b where either may be a Python number (never both)."""
         if not isinstance(a, Value):

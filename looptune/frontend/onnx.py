@@ -238,21 +238,7 @@ def _bn(imp, name, ins, at):
 
 @_on("MatMul")
 def _matmul(imp, name, ins, at):
-    a, b = ins
-    if len(a.shape) == 2 and len(b.shape) == 2:
-        return imp.op("matmul", a, b, name=name)
-    if len(b.shape) == 2:
-        lead = a.shape[:-1]
-        y = imp.op("matmul", imp.e.reshape(a, (int(np.prod(lead)), a.shape[-1])), b, name=name)
-        return imp.e.reshape(y, lead + (b.shape[-1],))
-    if a.shape[:-2] != b.shape[:-2]:
-        raise ImportError_(f"node {name}: MatMul of {a.shape} and {b.shape} needs equal batch "
-                           "dimensions")
-    lead = a.shape[:-2]
-    batch = int(np.prod(lead))
-    y = imp.op("batch_matmul", imp.e.reshape(a, (batch,) + a.shape[-2:]),
-               imp.e.reshape(b, (batch,) + b.shape[-2:]), name=name)
-    return imp.e.reshape(y, lead + (a.shape[-2], b.shape[-1]))
+    return imp.e.matmul(ins[0], ins[1], name, emit=imp.op)  # imp.op folds constant operands
 
 
 @_on("Gemm")

@@ -296,20 +296,7 @@ def _addmm(e, name, bias, x, w, beta=1, alpha=1):
 
 @_on("matmul.default", "mm.default", "bmm.default")
 def _matmul(e, name, a, b):
-    if len(a.shape) == 2 and len(b.shape) == 2:
-        return e.op("matmul", a, b, name=name)
-    if len(b.shape) == 2:  # (..., K) @ (K, N)
-        lead = a.shape[:-1]
-        y = e.op("matmul", e.reshape(a, (int(np.prod(lead)), a.shape[-1])), b, name=name)
-        return e.reshape(y, lead + (b.shape[-1],))
-    if a.shape[:-2] != b.shape[:-2]:
-        raise ImportError_(f"node {name}: batched matmul of {a.shape} and {b.shape} needs equal "
-                           "batch dimensions")
-    lead = a.shape[:-2]
-    batch = int(np.prod(lead))
-    y = e.op("batch_matmul", e.reshape(a, (batch,) + a.shape[-2:]),
-             e.reshape(b, (batch,) + b.shape[-2:]), name=name)
-    return e.reshape(y, lead + (a.shape[-2], b.shape[-1]))
+    return e.matmul(a, b, name)
 
 
 @_on("layer_norm.default")
