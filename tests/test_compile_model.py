@@ -92,6 +92,24 @@ def test_tuned_tasks_are_used_and_a_database_serves_a_related_model(tmp_path):
 
 
 @pytest.mark.cc
+def test_a_tuned_task_without_a_usable_record_warns_and_runs_untuned():
+    from looptune.schedule import Schedule
+    from looptune.target import Target
+    from looptune.tune import MemoryDatabase, TuningRecord
+    graph = chain(2)
+    task = extract_tasks(graph)[0]
+    db = MemoryDatabase()
+    wl = db.commit_workload(task.func)
+    db.commit_tuning_record(TuningRecord(wl, Schedule(task.func).trace, None, Target.create("cpu"),
+                                         error_class="build_error", error_msg="gcc failed"))
+    with pytest.warns(UserWarning, match="fused_matmul: .*no successful record.*default schedule"):
+        compiled = compile_model(graph, db, "cpu", num_threads=1)
+    assert [t["tuned"] for t in compiled.desc["tasks"]] == [False]
+    x = rand(64, 64)
+    np.testing.assert_allclose(compiled(x), evaluate(graph, x)[0], rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.cc
 def test_torch_model_compiles_and_matches_torch():
     torch = pytest.importorskip("torch")
     from looptune.frontend.torch import from_torch

@@ -42,13 +42,11 @@ def schedule_task(task, database: Database | None, target: Target, *, check: boo
     if database is not None and database.has_workload(task.func):
         from ..tune.tune import NoTuningRecordError, compile_tir
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                mod = compile_tir(database, task.func, target, check=check,
-                                  num_threads=num_threads)
+            mod = compile_tir(database, task.func, target, check=check, num_threads=num_threads)
             return mod.schedule, mod.record
-        except NoTuningRecordError:
-            pass
+        except NoTuningRecordError as e:  # tuned, but nothing usable here: say so
+            warnings.warn(f"{task.task_name}: {e}; it runs with the default schedule",
+                          stacklevel=3)
     return default_schedule(task.func, target), None
 
 
