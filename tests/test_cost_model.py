@@ -17,7 +17,7 @@ from looptune.tune.context import TuneContext
 from looptune.tune.cost_model import (CostModel, MLPModel, RandomModel, XGBModel, aggregate,
                                       kendall_tau, normalized_labels)
 from looptune.tune.database import MemoryDatabase, TuningRecord
-from looptune.tune.feature import extract, feature_names
+from looptune.tune.feature import FEATURE_VERSION, extract, feature_names
 from looptune.tune.runner.base import RunnerResult
 from looptune.tune.search_strategy.replay_trace import sample_from
 
@@ -122,16 +122,17 @@ def test_save_load_round_trip_without_pickle(spec, kw, tmp_path):
     cands = candidates()
     secs = synthetic_secs(cands)
     model = make(spec, kw)
-    before = model.predict(cands[:5])          # untrained: zeros (random: its own draws)
+    before = model.predict(cands[:5])          # untrained: the prior (random: its own draws)
     if spec != "random":
-        assert not before.any()
+        assert np.array_equal(before, model.prior(extract(cands[:5], model.target)))
     model.update(cands[:50], results(secs[:50]))
     path = tmp_path / "model.json"
     model.save(path)
     for f in tmp_path.iterdir():              # every file is JSON: no pickle anywhere
         json.loads(f.read_text())
     meta = json.loads(path.read_text())
-    assert meta["kind"] == spec and meta["feature_version"] == 1 and meta["num_trained"] == 50
+    assert meta["kind"] == spec and meta["num_trained"] == 50
+    assert meta["feature_version"] == FEATURE_VERSION
     loaded = CostModel.load(path)
     assert type(loaded) is type(model) and loaded.num_trained == 50
     assert np.array_equal(loaded.predict(cands[50:]), model.predict(cands[50:]))
@@ -251,3 +252,33 @@ def test_models_rank_real_measurements(tmp_path):
                       RunnerResult(error_class="run_error") for s in secs[train]])
         tau = kendall_tau(model.predict([cands[i] for i in test]), secs[test])
         assert tau > 0.15, (spec, tau)
+
+
+# ------------------------------------------------------------------ the analytic prior
+def test_prior_prefers_register_tiles_and_penalises_spills():
+    from test_feature import _hand, _register_tiled
+    scalar = _hand(vec=False, unroll=False, par=False)
+    vector = _hand()                      # 4 lanes of 8, one accumulator
+    tiled = _register_tiled(4, 16)        # 4 x 2 registers of accumulators
+    spilled = _register_tiled(16, 64)     # 128 registers: far more than AVX2's 16
+    model = XGBModel(target=TARGET)
+    s = model.prior(extract([scalar, vector, tiled, spilled], TARGET))
+    assert s[0] < s[1] < s[2] and s[3] < s[2], s
+
+
+def test_xgb_starts_from_the_prior_and_the_trees_take_over_when_they_rank_better():
+    cands = candidates()
+    model = make("xgb", {})
+    prior = model.prior(extract(cands, TARGET))
+    # timings that agree with the prior: with 30 measurements the prior alone decides
+    secs = 1e-3 * np.exp(-prior) * np.random.default_rng(0).uniform(0.9, 1.1, len(cands))
+    model.update(cands[:30], results(secs[:30]))
+    assert model.blend == 0
+    assert kendall_tau(model.predict(cands[30:]), -prior[30:]) == pytest.approx(1.0)
+    # timings the prior gets backwards: the trees learn them and take over
+    model = make("xgb", {})
+    secs = 1e-3 * np.exp(prior) * np.random.default_rng(0).uniform(0.9, 1.1, len(cands))
+    assert kendall_tau(prior[60:], secs[60:]) < -0.5
+    model.update(cands[:60], results(secs[:60]))
+    assert model.blend > 0
+    assert kendall_tau(model.predict(cands[60:]), secs[60:]) > 0.4

@@ -45,7 +45,7 @@ def col(name):
 def test_names_width_version_and_registry():
     names = feature_names()
     assert len(names) == FEATURE_WIDTH == len(set(names)) == len(feature_docs())
-    assert FEATURE_VERSION == 1
+    assert FEATURE_VERSION == 2
     ex = FeatureExtractor.create("per-store")
     assert isinstance(ex, PerStoreFeature) and ex.width == FEATURE_WIDTH
     assert FeatureExtractor.create(ex) is ex
@@ -156,3 +156,48 @@ def test_every_operator_design_space(name):
     assert cands, f"no candidate sampled for {name}"
     for f in extract(cands, TARGET):
         assert f.shape[1] == FEATURE_WIDTH and f.shape[0] >= 1 and np.isfinite(f).all()
+
+
+def _register_tiled(ii=4, ji=16):
+    """matmul 64 with a register block of ii rows (unrolled) x ji columns (vectorized)
+    inside the reduction loop k."""
+    sch = Schedule(matmul(), seed=0)
+    blk = sch.get_block("matmul")
+    i, j, k = sch.get_loops(blk)
+    io, i_in = sch.split(i, [64 // ii, ii])
+    jo, j_in = sch.split(j, [64 // ji, ji])
+    sch.reorder(io, jo, k, i_in, j_in)
+    sch.unroll(i_in)
+    sch.vectorize(j_in)
+    return sch
+
+
+@pytest.mark.parametrize("bits", [256, 512])
+def test_register_block_columns(bits):
+    target = Target(**{**TARGET.__dict__, "vector_bits": bits})
+    lanes = bits // 32
+    f = extract([_register_tiled(4, 16)], target)[0]
+    update = f[np.argmax(f[:, col("float_mad")])]
+    log = lambda x: np.log2(1 + x)  # noqa: E731
+    vectors = 4 * (16 // lanes)  # 4 rows of 16 columns: 8 AVX2 or 4 AVX-512 registers
+    assert update[col("rb_elems")] == pytest.approx(log(64))
+    assert update[col("rb_vectors")] == pytest.approx(log(vectors))
+    # per step of k: 4 broadcasts of A[i, k] and one 16-wide row of B[k, j]
+    assert update[col("rb_load_vectors")] == pytest.approx(log(4 + 16 // lanes))
+    assert update[col("rb_loads_per_vector")] == pytest.approx((4 + 16 // lanes) / vectors)
+    assert update[col("rb_spill")] == 0 and update[col("rb_unrolled")] == 1
+    assert update[col("rb_reduce_steps")] == pytest.approx(log(64))  # all of k in registers
+    assert update[col("vec_lane_use")] == 1
+    # 16 rows of 32 columns need far more registers than either ISA has
+    big = extract([_register_tiled(16, 32)], target)[0]
+    big_update = big[np.argmax(big[:, col("float_mad")])]
+    regs = 32 if bits == 512 else 16
+    assert big_update[col("rb_spill")] == pytest.approx(log(16 * 32 // lanes + 2 - regs))
+
+
+def test_a_tail_is_counted_in_vector_pieces():
+    target = Target(**{**TARGET.__dict__, "vector_bits": 512})
+    f = extract([_register_tiled(4, 32), _hand(split_j=(64 // 28 + 1, 28))], target)
+    assert f[0][:, col("vec_lane_use")].max() == 1
+    # 28 lanes are emitted as 16 + 8 + 4: 28 of 48 lanes used
+    assert f[1][:, col("vec_lane_use")].max() == pytest.approx(28 / 48)

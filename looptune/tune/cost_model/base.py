@@ -63,10 +63,19 @@ class CostModel:
         self._fit(self._feats, normalized_labels(self._secs, self._groups), self._groups)
 
     def predict(self, candidates) -> np.ndarray:
-        """One score per candidate, higher = predicted faster."""
+        """One score per candidate, higher = predicted faster. Before the model has learned
+        anything it ranks by the analytic prior (prior.py)."""
         if not len(candidates):
             return np.zeros(0)
-        return np.asarray(self._predict(self.features(candidates)), dtype=np.float64)
+        feats = self.features(candidates)
+        if not self.num_trained:
+            return self.prior(feats)
+        return np.asarray(self._predict(feats), dtype=np.float64)
+
+    def prior(self, feats: list) -> np.ndarray:
+        """The analytic prior's scores (-log estimated cycles) of feature rows."""
+        from .prior import prior_scores
+        return prior_scores(feats, self.target.vector_lanes_f32)
 
     def features(self, candidates) -> list:
         return self.extractor.extract(candidates, target=self.target)

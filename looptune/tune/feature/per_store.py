@@ -18,10 +18,11 @@ from ...target import Target
 from ...tir import dtype as dt
 from ...tir.expr import Binary, Broadcast, BufferLoad, Call, Cast, Not, Ramp, Select
 from ...tir.stmt import Allocate, BufferStore, For, IfThenElse, SeqStmt
+from ...codegen.passes.vectorize import vector_pieces
 from .access import Access
 from .base import FeatureExtractor, empty, lowered_of
 
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2
 ACCESS_SLOTS = 5          # buffers described per store (largest bytes first), zero-padded
 CACHE_LINE_BYTES = 64
 LOOP_KINDS = (("vec", "vectorized"), ("unroll", "unrolled"), ("parallel", "parallel"))
@@ -86,6 +87,18 @@ for _c in ("l1", "l2", "l3"):
 _SCALAR += [
     ("flops_per_byte", True, "float ops / ws_bytes: arithmetic intensity of the nest"),
     ("l1_flops_per_byte", True, "float ops / bytes inside the largest L1-resident loop level"),
+    # the register block: the loops inside the innermost reduction loop (no reduction: the
+    # innermost unrolled and vectorized loops), what a micro-kernel keeps in registers
+    ("rb_elems", True, "elements the store updates per step of the innermost reduction loop"),
+    ("rb_vectors", True, "vector registers they fill (a tail takes a register per piece)"),
+    ("rb_load_vectors", True, "vector or broadcast loads per step to feed them"),
+    ("rb_loads_per_vector", False, "rb_load_vectors / rb_vectors (FMA unit starvation)"),
+    ("rb_spill", True, "vector registers the block needs beyond the target's"),
+    ("rb_unrolled", False, "1 if every loop of the block is unrolled or vectorized"),
+    ("rb_reduce_steps", True, "steps of the reduction loops right around the block: how long "
+                              "its accumulators stay in registers between loads and stores"),
+    ("vec_lane_use", False, "innermost vectorized extent / lanes of the vector pieces it is "
+                            "emitted as (28 lanes on 16-lane AVX-512: 16+8+4, 28/48)"),
 ]
 # per buffer accessed by the store (the store's buffer and every loaded one)
 _ACCESS = [
@@ -232,6 +245,8 @@ def _count(e, c: list, loads: list) -> None:
 class _Walker:
     def __init__(self, target: Target):
         self.caches = (target.l1d_bytes, target.l2_bytes, target.l3_bytes)
+        self.vector_bits = target.vector_bits
+        self.num_regs = 32 if target.vector_bits >= 512 else 16  # AVX-512 has zmm0-31
         self.rows = []
         self.loops = []        # (var, extent, kind) of the enclosing loops of extent > 1
         self.env = {}          # their vars -> (1, extent - 1): where indices are evaluated
@@ -329,6 +344,7 @@ class _Walker:
                 l1_level = level
             row += [n - level, suffix[level], float(ws[0] <= cache)]
         row += [flops / max(ws[0], 1), flops / trip * suffix[l1_level] / max(ws[l1_level], 1)]
+        row += self._register_block(loops, spatial, accesses, written)
 
         slots = [_access_features(group, loops, suffix, ws) for group in accesses.values()]
         slots.sort(key=lambda r: -r[4])
@@ -336,6 +352,38 @@ class _Walker:
             row += r
         row += [0.0] * (len(_ACCESS) * (ACCESS_SLOTS - min(len(slots), ACCESS_SLOTS)))
         return row
+
+    def _register_block(self, loops, spatial, accesses, written) -> list:
+        n = len(loops)
+        lanes = max(1, self.vector_bits // (8 * written.eb))
+        start = next((i + 1 for i in range(n - 1, -1, -1) if not spatial[i]), None)
+        if start is None:  # no reduction: the innermost run of unrolled / vectorized loops
+            start = n
+            while start > 0 and loops[start - 1][2] in ("vectorized", "unrolled"):
+                start -= 1
+        block = loops[start:]
+        vec = next((i for i in range(n - 1, start - 1, -1) if loops[i][2] == "vectorized"), None)
+        vec_ext = loops[vec][1] if vec is not None else 1
+        vec_groups = len(vector_pieces(vec_ext, lanes) or ((0, 1),) * vec_ext)
+        elems = math.prod(e for _, e, _ in block)
+        vectors = elems // vec_ext * vec_groups
+        load_vecs = 0.0
+        for group in accesses.values():
+            for a in group:
+                if not a.read or a is written:
+                    continue
+                fp = a.fp[start] if start < len(a.fp) else 1
+                contiguous = vec is not None and a.dep[vec] and abs(a.stride[vec]) == 1
+                load_vecs += fp / vec_ext * vec_groups if contiguous else fp
+        unrolled = float(all(k in ("vectorized", "unrolled") for _, _, k in block))
+        spill = max(0.0, vectors + min(load_vecs, 2.0) - self.num_regs)
+        steps, i = 1, start - 1
+        while i >= 0 and not spatial[i]:
+            steps *= loops[i][1]
+            i -= 1
+        return [elems, vectors, load_vecs, load_vecs / max(vectors, 1), spill, unrolled,
+                steps,
+                vec_ext / (vec_groups * lanes) if vec is not None else 0.0]
 
     def _alloc_features(self, buffer, trip) -> list:
         alloc_bytes = outer = 0
