@@ -6,9 +6,12 @@ Objectives:
   rows; a custom objective fits that sum to the normalised throughput, weighted by it (fast
   candidates matter most; failures keep a small weight so they still learn to score low).
 - "rank": rows aggregated per candidate (sum, max, count), `rank:pairwise` within a workload.
-- "reg": the same aggregated rows, `reg:squarederror` on log throughput (failures at
-  log(FAILED_THROUGHPUT)), boosted from the analytic prior (prior.py, as xgboost's base
-  margin): with few measurements the trees only correct the prior's order.
+- "reg": the same aggregated rows plus the analytic prior's score (prior.py) as a column,
+  `reg:squarederror` on log throughput (failures at log(FAILED_THROUGHPUT)), boosted from
+  the prior (xgboost's base margin): the trees learn the prior's error. Predictions add the
+  share `blend` of that correction to the prior; `blend` is chosen on held-out
+  measurements at every update, so a few measurements cannot talk the model out of a good
+  prior and many can.
 """
 from __future__ import annotations
 
@@ -82,6 +85,7 @@ class XGBModel(CostModel):
             order = np.argsort(qid, kind="stable")
             dtrain = xgb.DMatrix(x[order], label=labels[order], qid=qid[order])
         else:
+            x = self._with_prior(x, feats)
             dtrain = xgb.DMatrix(x, label=log_labels(labels),
                                  base_margin=self._margin(feats, labels, groups))
             self.blend = self._choose_blend(x, feats, labels, groups)
@@ -89,31 +93,38 @@ class XGBModel(CostModel):
 
     def _choose_blend(self, x, feats, labels, groups) -> float:
         """How much of the trees' correction to add to the prior: the weight in BLENDS that
-        orders the newest fifth of the candidates best (Kendall tau per workload) when the
-        trees learn from the rest. Few measurements overfit, and the prior alone then ranks
-        better; the weight grows as the trees earn it."""
+        orders held-out candidates best (Kendall tau per workload), each of the newest two
+        fifths held out in turn while the trees learn from the rest. Few measurements
+        overfit, and the prior alone then ranks better; the weight grows as the trees earn
+        it."""
         import xgboost as xgb
         from .metric import kendall_tau
         n = len(labels)
         hold = max(16, n // 5)
-        if n - hold < 16:
-            return 0.0
-        tr, te = slice(0, n - hold), slice(n - hold, n)
-        dtr = xgb.DMatrix(x[tr], label=log_labels(labels[tr]),
-                          base_margin=self._margin(feats[tr], labels[tr], groups[tr]))
-        booster = xgb.train(self._xgb_params(), dtr, self.num_rounds)
-        prior = self.prior(feats[te])
-        tree = booster.predict(xgb.DMatrix(x[te], base_margin=prior), output_margin=True) - prior
-        secs = np.where(labels[te] > 0, 1.0 / np.maximum(labels[te], 1e-12), np.inf)
-        held = np.array(groups[te])
-        parts = [held == g for g in dict.fromkeys(groups[te])]
-        parts = [m for m in parts if m.sum() >= 8 and np.isfinite(secs[m]).sum() >= 2]
+        parts = []   # (prior, tree correction, seconds) of one workload in one held-out fold
+        for k in (1, 2):
+            lo, hi = n - k * hold, n - (k - 1) * hold
+            if lo < 16:
+                break
+            tr = list(range(lo)) + list(range(hi, n))
+            sub = lambda seq: [seq[i] for i in tr]  # noqa: E731
+            dtr = xgb.DMatrix(x[tr], label=log_labels(labels[tr]),
+                              base_margin=self._margin(sub(feats), labels[tr], sub(groups)))
+            booster = xgb.train(self._xgb_params(), dtr, self.num_rounds)
+            prior = self.prior(feats[lo:hi])
+            tree = booster.predict(xgb.DMatrix(x[lo:hi], base_margin=prior),
+                                   output_margin=True) - prior
+            secs = np.where(labels[lo:hi] > 0, 1.0 / np.maximum(labels[lo:hi], 1e-12), np.inf)
+            held = np.array(groups[lo:hi])
+            for g in dict.fromkeys(groups[lo:hi]):
+                m = held == g
+                if m.sum() >= 8 and np.isfinite(secs[m]).sum() >= 2:
+                    parts.append((prior[m], tree[m], secs[m]))
         if not parts:
             return 0.0
 
         def tau(w):
-            score = prior + w * tree
-            vals = [kendall_tau(score[m], secs[m]) for m in parts]
+            vals = [kendall_tau(p + w * t, sec) for p, t, sec in parts]
             vals = [v for v in vals if v == v]
             return float(np.mean(vals)) if vals else -1.0
         best_w, best_tau = 0.0, tau(0.0)
@@ -122,6 +133,10 @@ class XGBModel(CostModel):
             if t > best_tau + 0.02:  # the trees must clearly beat the prior
                 best_w, best_tau = w, t
         return best_w
+
+    def _with_prior(self, x, feats):
+        """The aggregated rows with the prior's score as one more column."""
+        return np.concatenate([x, self.prior(feats)[:, None].astype(np.float32)], axis=1)
 
     def _margin(self, feats, labels=None, groups=None) -> np.ndarray:
         """The prior as a base margin, shifted per workload onto the scale of its log labels
@@ -149,7 +164,8 @@ class XGBModel(CostModel):
         if self.objective != "reg":
             return self.booster.predict(xgb.DMatrix(aggregate(feats)), output_margin=True)
         prior = self._margin(feats)
-        raw = self.booster.predict(xgb.DMatrix(aggregate(feats), base_margin=prior),
+        raw = self.booster.predict(xgb.DMatrix(self._with_prior(aggregate(feats), feats),
+                                               base_margin=prior),
                                    output_margin=True)
         return prior + self.blend * (raw - prior)
 

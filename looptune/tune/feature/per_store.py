@@ -356,7 +356,10 @@ class _Walker:
     def _register_block(self, loops, spatial, accesses, written) -> list:
         n = len(loops)
         lanes = max(1, self.vector_bits // (8 * written.eb))
-        start = next((i + 1 for i in range(n - 1, -1, -1) if not spatial[i]), None)
+        # (a loop outside the accumulator's allocation moves a compacted local tile as a
+        # whole: its index does not change, but the loop is not a reduction)
+        floor = next((d for b, d in self.allocs if b is written.buffer), 0)
+        start = next((i + 1 for i in range(n - 1, floor - 1, -1) if not spatial[i]), None)
         if start is None:  # no reduction: the innermost run of unrolled / vectorized loops
             start = n
             while start > 0 and loops[start - 1][2] in ("vectorized", "unrolled"):
@@ -378,7 +381,7 @@ class _Walker:
         unrolled = float(all(k in ("vectorized", "unrolled") for _, _, k in block))
         spill = max(0.0, vectors + min(load_vecs, 2.0) - self.num_regs)
         steps, i = 1, start - 1
-        while i >= 0 and not spatial[i]:
+        while i >= floor and not spatial[i]:
             steps *= loops[i][1]
             i -= 1
         return [elems, vectors, load_vecs, load_vecs / max(vectors, 1), spill, unrolled,
