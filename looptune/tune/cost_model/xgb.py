@@ -85,13 +85,14 @@ class XGBModel(CostModel):
             order = np.argsort(qid, kind="stable")
             dtrain = xgb.DMatrix(x[order], label=labels[order], qid=qid[order])
         else:
-            x = self._with_prior(x, feats)
+            prior = self.prior(feats)
+            x = _with_column(x, prior)
             dtrain = xgb.DMatrix(x, label=log_labels(labels),
-                                 base_margin=self._margin(feats, labels, groups))
-            self.blend = self._choose_blend(x, feats, labels, groups)
+                                 base_margin=prior + self._shift(prior, labels, groups))
+            self.blend = self._choose_blend(x, prior, labels, groups)
         self.booster = xgb.train(params, dtrain, self.num_rounds, xgb_model=self._base)
 
-    def _choose_blend(self, x, feats, labels, groups) -> float:
+    def _choose_blend(self, x, prior, labels, groups) -> float:
         """How much of the trees' correction to add to the prior: the weight in BLENDS that
         orders held-out candidates best (Kendall tau per workload), each of the newest two
         fifths held out in turn while the trees learn from the rest. Few measurements
@@ -101,25 +102,24 @@ class XGBModel(CostModel):
         from .metric import kendall_tau
         n = len(labels)
         hold = max(16, n // 5)
+        groups = np.asarray(groups, dtype=object)
         parts = []   # (prior, tree correction, seconds) of one workload in one held-out fold
         for k in (1, 2):
             lo, hi = n - k * hold, n - (k - 1) * hold
             if lo < 16:
                 break
-            tr = list(range(lo)) + list(range(hi, n))
-            sub = lambda seq: [seq[i] for i in tr]  # noqa: E731
+            tr = np.r_[0:lo, hi:n]
             dtr = xgb.DMatrix(x[tr], label=log_labels(labels[tr]),
-                              base_margin=self._margin(sub(feats), labels[tr], sub(groups)))
+                              base_margin=prior[tr] + self._shift(prior[tr], labels[tr],
+                                                                  groups[tr]))
             booster = xgb.train(self._xgb_params(), dtr, self.num_rounds)
-            prior = self.prior(feats[lo:hi])
-            tree = booster.predict(xgb.DMatrix(x[lo:hi], base_margin=prior),
-                                   output_margin=True) - prior
+            tree = booster.predict(xgb.DMatrix(x[lo:hi], base_margin=prior[lo:hi]),
+                                   output_margin=True) - prior[lo:hi]
             secs = np.where(labels[lo:hi] > 0, 1.0 / np.maximum(labels[lo:hi], 1e-12), np.inf)
-            held = np.array(groups[lo:hi])
             for g in dict.fromkeys(groups[lo:hi]):
-                m = held == g
+                m = groups[lo:hi] == g
                 if m.sum() >= 8 and np.isfinite(secs[m]).sum() >= 2:
-                    parts.append((prior[m], tree[m], secs[m]))
+                    parts.append((prior[lo:hi][m], tree[m], secs[m]))
         if not parts:
             return 0.0
 
@@ -134,22 +134,19 @@ class XGBModel(CostModel):
                 best_w, best_tau = w, t
         return best_w
 
-    def _with_prior(self, x, feats):
-        """The aggregated rows with the prior's score as one more column."""
-        return np.concatenate([x, self.prior(feats)[:, None].astype(np.float32)], axis=1)
-
-    def _margin(self, feats, labels=None, groups=None) -> np.ndarray:
-        """The prior as a base margin, shifted per workload onto the scale of its log labels
-        (a constant within a workload, so predictions leave it out)."""
-        prior = self.prior(feats)
-        if labels is None:
-            return prior
+    @staticmethod
+    def _shift(prior, labels, groups) -> np.ndarray:
+        """Per candidate, the constant that moves its workload's prior onto the scale of its
+        log labels (the median gap over successful candidates); predictions rank within a
+        workload, so they leave it out."""
         logs = log_labels(labels)
-        shift = {}
+        groups = np.asarray(groups, dtype=object)
+        out = np.zeros(len(labels))
         for g in dict.fromkeys(groups):
-            ok = [i for i, (gg, y) in enumerate(zip(groups, labels)) if gg == g and y > 0]
-            shift[g] = float(np.median(logs[ok] - prior[ok])) if ok else 0.0
-        return prior + np.array([shift[g] for g in groups])
+            m = groups == g
+            ok = m & (np.asarray(labels) > 0)
+            out[m] = float(np.median(logs[ok] - prior[ok])) if ok.any() else 0.0
+        return out
 
     def _predict(self, feats) -> np.ndarray:
         if self.booster is None:
@@ -163,10 +160,9 @@ class XGBModel(CostModel):
             return np.bincount(ids, weights=preds, minlength=len(feats))
         if self.objective != "reg":
             return self.booster.predict(xgb.DMatrix(aggregate(feats)), output_margin=True)
-        prior = self._margin(feats)
-        raw = self.booster.predict(xgb.DMatrix(self._with_prior(aggregate(feats), feats),
-                                               base_margin=prior),
-                                   output_margin=True)
+        prior = self.prior(feats)
+        raw = self.booster.predict(xgb.DMatrix(_with_column(aggregate(feats), prior),
+                                               base_margin=prior), output_margin=True)
         return prior + self.blend * (raw - prior)
 
     def _params(self) -> dict:
@@ -193,6 +189,11 @@ class XGBModel(CostModel):
         self.booster = xgb.Booster(params={"nthread": self.nthread}, model_file=str(side))
         self._base = self.booster
         self.blend = float(state.get("blend", 1.0))
+
+
+def _with_column(x, column):
+    """The aggregated rows with one more column (the prior's score)."""
+    return np.concatenate([x, np.asarray(column, dtype=np.float32)[:, None]], axis=1)
 
 
 def _stack(feats):
