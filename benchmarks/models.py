@@ -34,7 +34,6 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 import looptune  # noqa: E402
-from looptune.tune import EvaluatorConfig  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -178,8 +177,7 @@ def bench(name, args, out_dir: Path) -> dict:
         t0 = time.time()
         db = looptune.tune_model(graph, "cpu", work, max_trials_global=args.trials,
                                  num_trials_per_iter=args.per_iter, seed=0,
-                                 max_time_s=args.time_per_model,
-                                 evaluator=EvaluatorConfig(num_threads=1))
+                                 max_time_s=args.time_per_model, num_threads=1)
         row["tuning_s"] = time.time() - t0
         row["trials"] = len(db.get_all_tuning_records())
         tuned = looptune.compile_model(graph, db, "cpu", num_threads=1)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from looptune.graph import (GraphBuilder, ModelError, compile_model, evaluate, extract_tasks,
-                            load, tune_model, untuned_tasks)
+                            load, model_evaluator, tune_model, untuned_tasks)
 from looptune.graph.memory import plan_arena
 from test_graph import mlp, rand, resnet_block
 
@@ -33,6 +33,18 @@ def test_memory_plan_reuses_the_bytes_of_dead_intermediates():
     for (ins, out) in steps:  # no kernel writes where it reads
         if id(out) in offsets:
             assert all(offsets.get(id(v)) != offsets[id(out)] for v in ins)
+
+
+def test_kernels_of_a_model_larger_than_the_cache_are_timed_cold():
+    from looptune.target import Target
+    graph = chain(4)  # four 16 KiB weights
+    roomy = Target(kind="cpu", cores=2, l3_bytes=1 << 20)
+    cramped = Target(kind="cpu", cores=2, l3_bytes=32 << 10)
+    warm, cold = model_evaluator(graph, roomy), model_evaluator(graph, cramped, num_threads=1)
+    assert not warm.enable_cpu_cache_flush and warm.min_repeat_ms > 0
+    # every call cold: one call per measurement, caches flushed before each
+    assert cold.enable_cpu_cache_flush and cold.number == 1 and cold.min_repeat_ms == 0
+    assert cold.num_threads == 1
 
 
 @pytest.mark.cc
@@ -75,7 +87,10 @@ def test_exported_model_loads_and_runs_in_a_fresh_process(tmp_path):
 def test_tuned_tasks_are_used_and_a_database_serves_a_related_model(tmp_path):
     small = chain(2)           # two equal matmul layers: one task, weight 2
     db = tune_model(small, "cpu", tmp_path / "work", max_trials_global=8,
-                    num_trials_per_iter=4, progress=False)
+                    num_trials_per_iter=4, progress=False, num_threads=1)
+    measured = {(r.measure["enable_cpu_cache_flush"], r.measure["num_threads"])
+                for r in db.get_all_tuning_records()}
+    assert measured == {(False, 1)}  # 32 KiB of weights stay in cache: timed warm
     compiled = compile_model(small, db, "cpu", num_threads=1)
     assert [t["tuned"] for t in compiled.desc["tasks"]] == [True]
     x = rand(64, 64)

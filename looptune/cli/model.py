@@ -99,11 +99,9 @@ def tune_model_cmd(args) -> int:
     tasks = extract_tasks(graph, target)
     print(f"{args.model}: {len(graph.nodes)} operators, {len(tasks)} tasks on {target}")
     try:
-        from ..tune import EvaluatorConfig
         db = tune_model(graph, target, args.work_dir, max_trials_global=args.trials,
                         op_names=args.op_names, num_trials_per_iter=args.per_iter,
-                        seed=args.seed, progress=not args.quiet,
-                        evaluator=EvaluatorConfig(num_threads=args.threads))
+                        seed=args.seed, progress=not args.quiet, num_threads=args.threads)
     except ValueError as e:
         raise CLIError(str(e)) from None
     rows, untuned, tuned = summary(graph, db, target, args.threads)

@@ -8,10 +8,10 @@ from .fuse import FusedGroup, fuse
 from .op import GRAPH_OPS, GraphOp, get_graph_op
 from .simplify import fold_conv_affine
 from .tasks import ExtractedTask, extract_tasks
-from .tune_model import tune_model, untuned_tasks
+from .tune_model import model_evaluator, tune_model, untuned_tasks
 
 __all__ = ["CompiledModel", "ModelError", "compile_model", "default_schedule", "load",
            "GRAPH_OPS", "ExtractedTask", "FusedGroup", "Graph", "GraphBuilder", "GraphError",
            "GraphOp", "Node", "TensorType", "Value", "evaluate", "extract_tasks",
-           "fold_constants", "fold_conv_affine", "fuse", "get_graph_op", "tune_model",
-           "untuned_tasks"]
+           "fold_constants", "fold_conv_affine", "fuse", "get_graph_op", "model_evaluator",
+           "tune_model", "untuned_tasks"]
