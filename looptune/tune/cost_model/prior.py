@@ -19,9 +19,11 @@ conv2d; the result orders candidates, it does not predict a time.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
-from ...codegen.passes.vectorize import vector_pieces
+from ..feature.per_store import ACCESS_SLOTS, LOG_COLUMNS, feature_names, vector_instructions
 
 FMA_LATENCY = 4.0       # cycles
 ISSUE_PORTS = 2.0       # FMAs, and loads, per cycle
@@ -29,28 +31,16 @@ LINE_CYCLES = 4.0       # per cache line a non-local buffer fetches
 SPILL_CYCLES = 4.0      # per vector register spilled, per register-block step
 LOOP_CYCLES = 0.5       # per iteration of a register block left as a loop
 
-_COLS = None
 
-
-def _columns():
-    global _COLS
-    if _COLS is None:
-        from ..feature.per_store import ACCESS_SLOTS, LOG_COLUMNS, feature_names
-        ix = {n: i for i, n in enumerate(feature_names())}
-        ops = [ix[n] for n in ("loads", "float_mad", "float_addsub", "float_mul", "select",
-                               "float_minmax", "float_div", "float_math")]
-        _COLS = dict(log=LOG_COLUMNS, ix=ix, ops=ops,
-                     lines=[ix[f"buf{k}.lines"] for k in range(ACCESS_SLOTS)],
-                     local=[ix[f"buf{k}.local"] for k in range(ACCESS_SLOTS)])
-    return _COLS
-
-
-def _lanes_per_instruction(extent: int, lanes: int) -> float:
-    """A vectorized loop of `extent` is emitted as power-of-two pieces (vector_pieces)."""
-    if extent <= 1:
-        return 1.0
-    pieces = vector_pieces(extent, lanes)
-    return extent / len(pieces) if pieces else 1.0
+@lru_cache(maxsize=None)
+def _columns() -> dict:
+    """Column indices the estimate reads."""
+    ix = {n: i for i, n in enumerate(feature_names())}
+    ops = [ix[n] for n in ("loads", "float_mad", "float_addsub", "float_mul", "select",
+                           "float_minmax", "float_div", "float_math")]
+    return dict(log=LOG_COLUMNS, ix=ix, ops=ops,
+                lines=[ix[f"buf{k}.lines"] for k in range(ACCESS_SLOTS)],
+                local=[ix[f"buf{k}.local"] for k in range(ACCESS_SLOTS)])
 
 
 def estimated_cycles(rows: np.ndarray, lanes: int) -> float:
@@ -62,7 +52,8 @@ def estimated_cycles(rows: np.ndarray, lanes: int) -> float:
     f = rows.astype(np.float64)
     f = np.where(c["log"], np.exp2(f) - 1.0, f)
     trip = f[:, ix["trip"]]
-    eff = np.array([_lanes_per_instruction(int(round(v)), lanes) for v in f[:, ix["vec_len"]]])
+    eff = np.array([v / vector_instructions(int(v), lanes) if v > 1 else 1.0
+                    for v in np.rint(f[:, ix["vec_len"]]).astype(int)])
     generic = (trip + f[:, c["ops"]].sum(axis=1)) / eff
     generic += LOOP_CYCLES * trip * (1.0 - f[:, ix["rb_unrolled"]]) / eff
     steps = trip / np.maximum(f[:, ix["rb_elems"]], 1.0)

@@ -367,7 +367,7 @@ class _Walker:
         block = loops[start:]
         vec = next((i for i in range(n - 1, start - 1, -1) if loops[i][2] == "vectorized"), None)
         vec_ext = loops[vec][1] if vec is not None else 1
-        vec_groups = len(vector_pieces(vec_ext, lanes) or ((0, 1),) * vec_ext)
+        vec_groups = vector_instructions(vec_ext, lanes)
         elems = math.prod(e for _, e, _ in block)
         vectors = elems // vec_ext * vec_groups
         load_vecs = 0.0
@@ -400,6 +400,13 @@ class _Walker:
                 outer = math.prod(e for _, e, _ in self.loops[:depth])
         inner = trip / outer if outer else 0
         return [float(buffer.scope == "local"), alloc_bytes, outer, inner, local]
+
+
+def vector_instructions(extent: int, lanes: int) -> int:
+    """Instructions one vectorized loop of `extent` lanes becomes: its power-of-two pieces
+    (vector_pieces: 28 on 16 lanes is 16 + 8 + 4), or one per lane where it stays scalar."""
+    pieces = vector_pieces(extent, lanes)
+    return len(pieces) if pieces else extent
 
 
 def _kind_features(loops, kind, spatial) -> list:
