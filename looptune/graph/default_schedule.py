@@ -16,6 +16,7 @@ model that have no tuning record (in the spirit of TVM's DLight).
   which vectorizes.
 - Other stages: the innermost loop vectorized when it is long enough, the outer ones
   parallel.
+- A model's constant weights are packed in the order the tiles read them (RewriteLayout).
 
 Every step is a schedule primitive that checks itself; a step that does not apply is
 skipped, so the result is always a valid schedule of the function.
@@ -46,6 +47,8 @@ def default_schedule(func, target="cpu") -> Schedule:
             done |= _tile_reduction(sch, b, kinds, lanes, target.cores)
         else:
             _parallel_vectorize(sch, b, kinds, lanes)
+    from ..tune.postproc.rewrite_layout import RewriteLayout
+    RewriteLayout().apply(sch)  # constant weights in the order the tiles read them
     return sch
 
 

@@ -70,6 +70,27 @@ class CompiledModel:
         """Run with caller-owned arrays (exact shapes and dtypes): no allocation."""
         self.module(*inputs, *outputs)
 
+    def profile(self, *inputs, repeat: int = 10) -> list[dict]:
+        """Each kernel's time inside the running model (median of `repeat` runs after one
+        warm-up, so caches hold what a real inference leaves in them), in call order:
+        [{"kernel", "output", "ms"}]."""
+        import ctypes
+        args = [self._input(i, x) for i, x in enumerate(inputs)]
+        if len(args) != len(self.inputs):
+            raise ModelError(f"the model takes {len(self.inputs)} inputs, got {len(args)}")
+        outs = [np.empty(s, t) for _, s, t in self.outputs]
+        ptrs = self.module._pack(args + outs)
+        fn = self.module._lib.lt_model_profile
+        fn.restype, fn.argtypes = ctypes.c_int32, [ctypes.c_void_p, ctypes.c_void_p]
+        steps = self.desc["steps"]
+        ms = np.zeros((repeat + 1, len(steps)))
+        for r in range(repeat + 1):
+            rc = fn(ptrs, ms[r].ctypes.data)
+            if rc != 0:
+                raise ModelError(f"the model failed with status {rc}")
+        med = np.median(ms[1:], axis=0)
+        return [dict(step, ms=float(t)) for step, t in zip(steps, med)]
+
     def export(self, path) -> Path:
         """Write the model to directory `path` (model.so, model.json); `looptune.load(path)`
         runs it later, without tuning or compiling."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import te
+from ..tir.func import PrimFunc
 from .ir import Graph, Value
 from .op import get_graph_op
 
@@ -58,7 +59,13 @@ class FusedGroup:
         for n in self.nodes:
             env[id(n.output)] = get_graph_op(n.op).te([env[id(v)] for v in n.inputs], n.attrs,
                                                       n.op)
-        return te.create_prim_func(params + [env[id(self.output)]], name=self.name)
+        func = te.create_prim_func(params + [env[id(self.output)]], name=self.name)
+        consts = tuple(i for i, v in enumerate(self.inputs) if v.is_const)
+        if not consts:
+            return func
+        # constants may change layout at compile time (postproc RewriteLayout)
+        return PrimFunc(func.name, func.params, func.body,
+                        func.attrs + (("layout_free_params", consts),))
 
 
 def fuse(graph: Graph) -> list:

@@ -49,11 +49,11 @@ def plan_arena(steps: list, outputs: set) -> tuple[dict, int]:
 
 
 def pack_weights(constants: list) -> tuple[dict, bytes]:
-    """({id(value): offset}, the blob) for constant Values."""
+    """({key: offset}, the blob) for (key, numpy array) pairs, each 64-byte aligned."""
     offsets, parts, pos = {}, [], 0
-    for v in constants:
-        data = np.ascontiguousarray(v.data, dtype=v.dtype).tobytes()
-        offsets[id(v)] = pos
+    for key, a in constants:
+        data = np.ascontiguousarray(a).tobytes()
+        offsets[key] = pos
         pad = _aligned(len(data)) - len(data)
         parts.append(data + b"\0" * pad)
         pos += len(data) + pad

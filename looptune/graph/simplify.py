@@ -238,11 +238,13 @@ def remove_dead(graph: Graph) -> Graph:
 def prepare(graph: Graph) -> Graph:
     """What every compiled graph goes through before fusion (tuning and compiling alike, so
     that their tasks are the same): constants folded, batch norms in the convolutions,
-    weights in the layouts kernels read best, consecutive transposes merged, reshapes moved
+    weights in the layouts kernels read best, convolutional activations channels-last,
+    consecutive transposes merged, reshapes moved
     below elementwise operators."""
     if getattr(graph, "prepared", False):
         return graph  # once: tuning and compiling must see the same kernels
-    graph = merge_transposes(constant_weight_layouts(fold_conv_affine(graph)))
+    from .layout import channels_last
+    graph = merge_transposes(channels_last(constant_weight_layouts(fold_conv_affine(graph))))
     graph = remove_dead(sink_views(graph))
     graph.prepared = True
     return graph

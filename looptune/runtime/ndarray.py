@@ -39,6 +39,26 @@ def aligned(a: np.ndarray, align: int = ALIGN) -> np.ndarray:
     return out
 
 
+def pack_last_axis(a: np.ndarray, factor: int) -> np.ndarray:
+    """`a` (d0, .., dn) in the layout of schedule.pack_layout: (ceil(dn / factor), d0, ..,
+    dn-1, factor), zero-padded, 64-byte aligned."""
+    n = a.shape[-1]
+    blocks = -(-n // factor)
+    if blocks * factor != n:
+        pad = [(0, 0)] * (a.ndim - 1) + [(0, blocks * factor - n)]
+        a = np.pad(a, pad)
+    out = a.reshape(*a.shape[:-1], blocks, factor)
+    return aligned(np.moveaxis(out, -2, 0))
+
+
+def pack_args(arrays: list, packed) -> list:
+    """The arrays a function with attribute "packed_params" ((position, factor), ...) takes."""
+    arrays = list(arrays)
+    for pos, factor in packed:
+        arrays[pos] = pack_last_axis(arrays[pos], factor)
+    return arrays
+
+
 def random_args(args_info, seed: int) -> list:
     """Aligned arrays for one call: inputs from default_rng(seed) in argument order (floats
     uniform in [-1, 1), integers in [-8, 8), unsigned in [0, 8)); outputs filled with NaN

@@ -265,6 +265,13 @@ class Schedule:
         self._apply("StorageAlign", [block], [int(buffer_index), int(axis), int(factor),
                                               int(offset)])
 
+    def pack_layout(self, block: BlockRV, read_index: int, factor: int) -> None:
+        """Store the argument the block reads as read buffer #read_index with its last axis
+        in blocks of `factor`, outermost: (d0, .., dn) -> (ceil(dn / factor), d0, .., dn-1,
+        factor). The function then takes that argument packed; its attribute
+        "packed_params" says which ones, and runtime.ndarray.pack_last_axis packs them."""
+        self._apply("PackLayout", [block], [int(read_index), int(factor)])
+
     def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
         """Move the block's init into its own block placed before `loop`."""
         return self._apply("DecomposeReduction", [block, loop], [])[0]

@@ -20,6 +20,7 @@ DEFAULT_RULES = {
 
 DEFAULT_POSTPROCS = {
     "cpu": [
+        ("rewrite-layout", {}),  # a model's constant weights only
         ("rewrite-parallel-vectorize-unroll", {}),
         ("verify-cpu", {"max_vector_lanes": 64, "max_local_bytes": 1 << 20}),
     ],

@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from ..build import build
-from ..runtime.ndarray import random_args
+from ..runtime.ndarray import pack_args, random_args
 from ..schedule import Schedule, ScheduleError
+from ..schedule.primitives.layout import PACKED
 from ..target import Target
 from ..tir.func import PrimFunc
 from .builder.base import Builder
@@ -113,11 +114,14 @@ def tune_tir(mod_or_func, target="cpu", work_dir=None, *, max_trials_global: int
                       max_trials_per_task=max_trials_per_task, max_time_s=max_time_s, **kwargs)
 
 
-def verify(mod, func: PrimFunc, *, seed: int = 0, rtol: float = 1e-3, atol: float = 1e-3) -> bool:
-    """Does `mod` compute what the unscheduled `func` computes, on random inputs?"""
-    want = random_args(mod.args, seed)
-    got = [a.copy() for a in want]
-    build(func)(*want)
+def verify(mod, func: PrimFunc, *, seed: int = 0, rtol: float = 1e-3, atol: float = 1e-3,
+           packed: tuple = ()) -> bool:
+    """Does `mod` compute what the unscheduled `func` computes, on random inputs? `packed`:
+    the arguments `mod` takes in a packed layout (its function's "packed_params")."""
+    ref = build(func)
+    want = random_args(ref.args, seed)
+    got = pack_args([a.copy() for a in want], packed)
+    ref(*want)
     mod(*got)
     for info, a, b in zip(mod.args, want, got):
         if info.written:
@@ -162,7 +166,7 @@ def compile_tir(database: Database, func: PrimFunc, target="cpu", *, check: bool
         if threads is None:
             threads = rec.measure.get("num_threads") or target.cores
         mod = build(sch, target, num_threads=threads)
-        if check and not verify(mod, func):
+        if check and not verify(mod, func, packed=sch.func.attr(PACKED, ())):
             warnings.warn(f"{func.name}: a record ({rec.median_secs * 1e3:.3f} ms) computes a "
                           "wrong result and is skipped")
             continue

@@ -66,8 +66,22 @@ def _conv_attrs(attrs):
             int(attrs.get("groups", 1)))
 
 
+# conv2d's `layout`: the input's and the output's. "NHWC" keeps activations channels-last
+# from one convolution to the next (graph.layout.channels_last); "NCHW-NHWC" starts there.
+CONV_LAYOUTS = ("NCHW", "NHWC", "NCHW-NHWC")
+TO_NHWC, TO_NCHW = (0, 2, 3, 1), (0, 3, 1, 2)
+
+
 def _conv_ref(a, attrs):
+    layout = attrs.get("layout", "NCHW")
     x, w = a
+    if layout == "NHWC":
+        x = np.transpose(x, TO_NCHW)
+    out = _conv_ref_nchw(x, w, attrs)
+    return out if layout == "NCHW" else np.ascontiguousarray(np.transpose(out, TO_NHWC))
+
+
+def _conv_ref_nchw(x, w, attrs):
     if attrs.get("weight_layout", "KCRS") == "CRSK":
         w = np.ascontiguousarray(np.transpose(w, (3, 0, 1, 2)))
     stride, padding, dilation, groups = _conv_attrs(attrs)
@@ -80,7 +94,8 @@ def _conv_ref(a, attrs):
                           axis=1)
 
 
-@graph_op("conv2d", "anchor", attrs=("stride", "padding", "dilation", "groups", "weight_layout"),
+@graph_op("conv2d", "anchor",
+          attrs=("stride", "padding", "dilation", "groups", "weight_layout", "layout"),
           ref=_conv_ref)
 def conv2d(inputs, attrs, node):
     """NCHW input, (K, C/groups, R, S) weight, as PyTorch; groups == C is depthwise.
@@ -89,16 +104,25 @@ def conv2d(inputs, attrs, node):
     channels-last, (N, H, W, K), then writes it back as NCHW: output channels are contiguous
     in the weight and in the accumulators, so a kernel can vectorize over them where the
     image is too narrow (7x7, 14x14) or strided to vectorize over its columns. prepare()
-    chooses it for such convolutions with constant weights."""
+    chooses it for such convolutions with constant weights.
+
+    layout="NHWC" (CRSK weights only) takes and gives (N, H, W, C) activations, and
+    "NCHW-NHWC" takes NCHW and gives NHWC: graph.layout.channels_last keeps a network's
+    activations channels-last between convolutions, so no kernel transposes them."""
     _n_inputs(node, "conv2d", inputs, 2)
     X, W = inputs
     stride, padding, dilation, groups = _conv_attrs(attrs)
     layout = attrs.get("weight_layout", "KCRS")
+    data_layout = attrs.get("layout", "NCHW")
     if layout not in ("KCRS", "CRSK") or (layout == "CRSK" and groups != 1):
         raise GraphError(f"node {node} (conv2d): weight_layout must be KCRS, or CRSK with "
                          f"groups=1; got {layout!r} with groups={groups}")
+    if data_layout not in CONV_LAYOUTS or (data_layout != "NCHW" and layout != "CRSK"):
+        raise GraphError(f"node {node} (conv2d): layout must be one of {CONV_LAYOUTS}, and "
+                         f"anything but NCHW needs weight_layout CRSK; got {data_layout!r} "
+                         f"with {layout}")
     if layout == "CRSK":
-        return _conv_channels_last(X, W, stride, padding, dilation, node)
+        return _conv_channels_last(X, W, stride, padding, dilation, node, data_layout)
     if X.ndim != 4 or W.ndim != 4:
         raise GraphError(f"node {node} (conv2d): needs a 4-D input (N, C, H, W) and weight "
                          f"(K, C/groups, R, S), got {X.shape} and {W.shape}")
@@ -133,24 +157,35 @@ def conv2d(inputs, attrs, node):
         name=node, tag="group_conv2d_nchw")
 
 
-def _conv_channels_last(X, W, stride, padding, dilation, node):
+def _conv_channels_last(X, W, stride, padding, dilation, node, layout):
     from ...te.ops._common import pair, window_out
     (sh, sw), (ph, pw), (dh, dw) = (pair(node, "stride", stride, 1),
                                     pair(node, "padding", padding, 0),
                                     pair(node, "dilation", dilation, 1))
-    if X.ndim != 4 or W.ndim != 4 or W.shape[0] != X.shape[1]:
+    h = 1 if layout == "NHWC" else 2  # the input's height axis
+    c = 3 if layout == "NHWC" else 1
+    if X.ndim != 4 or W.ndim != 4 or W.shape[0] != X.shape[c]:
         raise GraphError(f"node {node} (conv2d): a CRSK weight must be (C, R, S, K) with C = "
-                         f"{X.shape[1]} input channels, got {W.shape}")
+                         f"{X.shape[c] if X.ndim == 4 else '?'} input channels, got {W.shape}")
     C, Rk, Sk, K = W.shape
-    OH = window_out(node, X.shape[2], Rk, sh, ph, dh, "height")
-    OW = window_out(node, X.shape[3], Sk, sw, pw, dw, "width")
-    P = ops.pad(X, (0, 0, ph, pw), name="pad") if ph or pw else X
+    OH = window_out(node, X.shape[h], Rk, sh, ph, dh, "height")
+    OW = window_out(node, X.shape[h + 1], Sk, sw, pw, dw, "width")
     rc, rr, rs = te.reduce_axis(C, "rc"), te.reduce_axis(Rk, "rr"), te.reduce_axis(Sk, "rs")
+    if layout == "NHWC":
+        P = ops.pad(X, (0, ph, pw, 0), name="pad") if ph or pw else X
+        return te.compute(
+            (X.shape[0], OH, OW, K),
+            lambda n, y, x, k: te.sum(P[n, y * sh + rr * dh, x * sw + rs * dw, rc]
+                                      * W[rc, rr, rs, k], axis=[rc, rr, rs]),
+            name=node, tag="conv2d_nhwc")
+    P = ops.pad(X, (0, 0, ph, pw), name="pad") if ph or pw else X
     nhwc = te.compute(
         (X.shape[0], OH, OW, K),
         lambda n, y, x, k: te.sum(P[n, rc, y * sh + rr * dh, x * sw + rs * dw]
                                   * W[rc, rr, rs, k], axis=[rc, rr, rs]),
-        name=node + "_nhwc", tag="conv2d_nhwc")
+        name=node + "_nhwc" if layout == "NCHW" else node, tag="conv2d_nhwc")
+    if layout == "NCHW-NHWC":
+        return nhwc
     return te.compute((X.shape[0], K, OH, OW), lambda n, k, y, x: nhwc[n, y, x, k], name=node,
                       tag="injective")
 
@@ -160,17 +195,66 @@ def _pool_args(attrs):
     return attrs["kernel"], attrs.get("stride"), attrs.get("padding", 0)
 
 
-@graph_op("max_pool2d", "anchor", attrs=("kernel", "stride", "padding"),
-          ref=lambda a, at: R.max_pool2d(a[0], *_pool_args(at)))
+def _pool_ref(reduce):
+    def ref(a, attrs):
+        x = a[0]
+        if attrs.get("layout", "NCHW") == "NCHW":
+            return reduce(x, *_pool_args(attrs))
+        out = reduce(np.transpose(x, TO_NCHW), *_pool_args(attrs))
+        return np.ascontiguousarray(np.transpose(out, TO_NHWC))
+    return ref
+
+
+def _pool_nhwc(X, attrs, node, kind):
+    """Pooling over the (H, W) axes of an (N, H, W, C) input."""
+    from ...te.ops._common import pair, window_out
+    kernel, stride, padding = _pool_args(attrs)
+    (kh, kw) = pair(node, "kernel", kernel, 1)
+    (sh, sw) = pair(node, "stride", kernel if stride is None else stride, 1)
+    (ph, pw) = pair(node, "padding", padding, 0)
+    if X.ndim != 4 or ph > kh // 2 or pw > kw // 2:
+        raise GraphError(f"node {node} ({kind}): needs a 4-D (N, H, W, C) input and padding at "
+                         f"most half the kernel, got {X.shape}, padding {(ph, pw)}")
+    OH = window_out(node, X.shape[1], kh, sh, ph, 1, "height")
+    OW = window_out(node, X.shape[2], kw, sw, pw, 1, "width")
+    shape = (X.shape[0], OH, OW, X.shape[3])
+    rr, rs = te.reduce_axis(kh, "rr"), te.reduce_axis(kw, "rs")
+    if kind == "max_pool2d":
+        P = ops.pad(X, (0, ph, pw, 0), value=te.min_value(X.dtype), name="pad") \
+            if ph or pw else X
+        return te.compute(shape, lambda n, y, x, c: te.max(P[n, y * sh + rr, x * sw + rs, c],
+                                                           axis=[rr, rs]),
+                          name=node, tag="pool_max")
+    P = ops.pad(X, (0, ph, pw, 0), name="pad") if ph or pw else X
+    total = te.compute(shape, lambda n, y, x, c: te.sum(P[n, y * sh + rr, x * sw + rs, c],
+                                                        axis=[rr, rs]),
+                       name=node + "_sum", tag="pool_sum")
+    return te.compute(shape, lambda n, y, x, c: total[n, y, x, c] * (1.0 / (kh * kw)),
+                      name=node, tag="elemwise")
+
+
+def _pool_layout(attrs, node, kind) -> str:
+    layout = attrs.get("layout", "NCHW")
+    if layout not in ("NCHW", "NHWC"):
+        raise GraphError(f"node {node} ({kind}): layout must be NCHW or NHWC, got {layout!r}")
+    return layout
+
+
+@graph_op("max_pool2d", "anchor", attrs=("kernel", "stride", "padding", "layout"),
+          ref=_pool_ref(R.max_pool2d))
 def max_pool2d(inputs, attrs, node):
     _n_inputs(node, "max_pool2d", inputs, 1)
+    if _pool_layout(attrs, node, "max_pool2d") == "NHWC":
+        return _pool_nhwc(inputs[0], attrs, node, "max_pool2d")
     return ops.max_pool2d(inputs[0], *_pool_args(attrs), name=node)
 
 
-@graph_op("avg_pool2d", "anchor", attrs=("kernel", "stride", "padding"),
-          ref=lambda a, at: R.avg_pool2d(a[0], *_pool_args(at)))
+@graph_op("avg_pool2d", "anchor", attrs=("kernel", "stride", "padding", "layout"),
+          ref=_pool_ref(R.avg_pool2d))
 def avg_pool2d(inputs, attrs, node):
     _n_inputs(node, "avg_pool2d", inputs, 1)
+    if _pool_layout(attrs, node, "avg_pool2d") == "NHWC":
+        return _pool_nhwc(inputs[0], attrs, node, "avg_pool2d")
     return ops.avg_pool2d(inputs[0], *_pool_args(attrs), name=node)
 
 

@@ -51,6 +51,7 @@ class RunnerInput:
     seed: int = 0                  # random inputs are drawn from this seed
     reference: tuple | None = None # (artifact, symbol) of the unscheduled program to check against
     abort_above_secs: float | None = None  # stop after one call if slower than this
+    packed: tuple = ()             # ((argument, factor), ...) taken packed (pack_layout)
 
 
 @dataclass(frozen=True)

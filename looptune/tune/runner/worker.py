@@ -10,6 +10,7 @@ Protocol over one socket (multiprocessing.connection messages):
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
@@ -21,8 +22,9 @@ import numpy as np
 
 from ...runtime.error import RunError
 from ...runtime.module import Module
-from ...runtime.ndarray import INT_SENTINEL, random_args as make_args
+from ...runtime.ndarray import INT_SENTINEL, pack_args, random_args as make_args
 from ...runtime.timer import timer_lib
+from ...schedule.primitives.layout import packed_shape
 
 COLD_SLACK_S = 0.01  # the most a first call is taken to lose to cold start (page faults, threads)
 
@@ -84,9 +86,12 @@ class Worker:
         return n if n is not None else len(os.sched_getaffinity(0))
 
     def measure(self, inp, rtol: float, atol: float) -> dict:
-        mod = Module(inp.artifact, inp.symbol, inp.args_info, "")
+        info = list(inp.args_info)
+        for pos, factor in inp.packed:
+            info[pos] = dataclasses.replace(info[pos], shape=packed_shape(info[pos].shape, factor))
+        mod = Module(inp.artifact, inp.symbol, info, "")
         mod.set_num_threads(self.threads(inp))
-        arrays = make_args(inp.args_info, inp.seed)
+        arrays = pack_args(make_args(inp.args_info, inp.seed), inp.packed)
         ref = self.reference_outputs(inp) if inp.reference is not None else None
         t0 = time.perf_counter()
         mod(*arrays)  # the first call: checked, and it sets the parent's timing deadline

@@ -14,6 +14,7 @@ from ..builder.base import BuilderInput
 from ..database.base import TuningRecord
 from ..progress import Progress
 from ..registry import Registry
+from ...schedule.primitives.layout import PACKED
 from ..runner.base import EvaluatorConfig, RunnerInput, RunnerResult
 
 
@@ -160,7 +161,8 @@ class TaskScheduler:
                 t0 = time.perf_counter()
                 res = runner.run([RunnerInput(b.artifact, b.symbol, task.args_info, evaluator,
                                               seed=ctx.seed, reference=task.reference,
-                                              abort_above_secs=abort)])[0]
+                                              abort_above_secs=abort,
+                                              packed=cand.sch.func.attr(PACKED, ()))])[0]
                 self.phase_secs["run"] += time.perf_counter() - t0
                 task.measured[b.source_hash] = res
             record = TuningRecord(
