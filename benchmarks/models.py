@@ -172,13 +172,21 @@ def bench(name, args, out_dir: Path) -> dict:
     row = {"model": name, "tasks": len(tasks), "kernels": untuned.desc["kernels"],
            "torch_ms": t_torch * 1e3, "ort_ms": t_ort and t_ort * 1e3,
            "untuned_ms": t_un * 1e3, "trials": 0, "tuning_s": 0.0, "tuned_ms": None}
-    if args.trials:
+    if args.trials or args.measure_only:
         work = out_dir / f"work_{name}"
         t0 = time.time()
-        db = looptune.tune_model(graph, "cpu", work, max_trials_global=args.trials,
-                                 num_trials_per_iter=args.per_iter, seed=0,
-                                 max_time_s=args.time_per_model, num_threads=1)
-        row["tuning_s"] = time.time() - t0
+        if args.measure_only:  # an earlier run's database, as it is: no tuning
+            from looptune.tune.database.sqlite import SQLiteDatabase
+            if not (work / "database.sqlite").exists():
+                raise SystemExit(f"--measure-only: no database in {work}; tune first")
+            db = SQLiteDatabase(work_dir=work)
+            times = [r.time for r in db.get_all_tuning_records()]
+            row["tuning_s"] = max(times) - min(times) if times else 0.0
+        else:
+            db = looptune.tune_model(graph, "cpu", work, max_trials_global=args.trials,
+                                     num_trials_per_iter=args.per_iter, seed=0,
+                                     max_time_s=args.time_per_model, num_threads=1)
+            row["tuning_s"] = time.time() - t0
         row["trials"] = len(db.get_all_tuning_records())
         tuned = looptune.compile_model(graph, db, "cpu", num_threads=1)
         np.testing.assert_allclose(tuned(*arrays), want, rtol=2e-3, atol=2e-3)
@@ -224,6 +232,9 @@ def main():
     ap.add_argument("--per-iter", type=int, default=16)
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--work-dir", default=None)
+    ap.add_argument("--measure-only", action="store_true",
+                    help="compile with the databases an earlier run left in --work-dir and "
+                         "time them, without tuning (tuning s: the span of their records)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--png", default=None)
     args = ap.parse_args()

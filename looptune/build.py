@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .codegen import CRenderer, lower
 from .runtime.compiler import compile_shared
+from .runtime.error import BuildError
 from .runtime.module import ArgInfo, Module
 from .schedule import Schedule
 from .target import Target
@@ -32,7 +33,7 @@ def generate_source(sch_or_func, target="cpu") -> tuple[PrimFunc, str]:
         raise TypeError(f"build needs a Schedule or a PrimFunc, got {type(sch_or_func).__name__}")
     target = Target.create(target)
     if target.kind != "cpu":
-        raise NotImplementedError(f"building for {target.kind} is not supported yet")
+        raise BuildError(f"building for {target.kind} is not supported yet; use target='cpu'")
     meta = {"workload": structural_hash(original), "target": str(target),
             "trace": f"{trace_len} instructions"}
     return func, CRenderer().render(lower(func, vector_bits=target.vector_bits), meta=meta)

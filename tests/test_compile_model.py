@@ -188,3 +188,14 @@ def test_resnet18_database_serves_resnet34(tmp_path):
     assert sum(t["tuned"] for t in compiled.desc["tasks"]) == len(t34) - len(left34)
     np.testing.assert_allclose(compiled(x.numpy()), evaluate(r34, x.numpy())[0], rtol=2e-3,
                                atol=2e-3)
+
+
+@pytest.mark.cc
+def test_profile_times_each_kernel_in_call_order():
+    graph = chain(3)
+    compiled = compile_model(graph, None, "cpu", num_threads=1)
+    x = rand(*graph.inputs[0].shape)
+    prof = compiled.profile(x, repeat=3)
+    assert [p["output"] for p in prof] == ["mm0", "mm1", "mm2"]
+    assert all(p["kernel"] == "fused_matmul_kernel" and p["ms"] > 0 for p in prof)
+    np.testing.assert_allclose(compiled(x), evaluate(graph, x)[0], rtol=1e-3, atol=1e-3)

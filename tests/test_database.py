@@ -22,7 +22,7 @@ from looptune.tir.structural import structural_equal, structural_hash
 from looptune.tune.database import (Database, JSONDatabase, OrderedUnionDatabase,
                                     SQLiteDatabase, ScheduleFnDatabase, TuningRecord,
                                     UnionDatabase, workload_key)
-from schedgen import random_schedule
+from looptune.testing import random_schedule
 from workloads_small import small_workload
 
 HOST = Target.create("cpu")
@@ -282,7 +282,7 @@ from looptune.target import Target
 from looptune.tune.database import Database, TuningRecord
 from looptune import te
 from looptune.te.ops import matmul
-from schedgen import random_schedule
+from looptune.testing import random_schedule
 A, B = te.placeholder((13, 9), name="A"), te.placeholder((9, 17), name="B")
 db = Database.create({kind!r}, work_dir={path!r})
 wl = db.commit_workload(te.create_prim_func([A, B, matmul(A, B)]))

@@ -18,9 +18,10 @@ import pytest
 import looptune as lt
 from looptune import te
 from looptune.build import written_params
-from looptune.runtime import ArgInfo, compile_shared
+from looptune.runtime import ArgInfo, BuildError, compile_shared
 from looptune.runtime.module import Module
 from looptune.target import host
+from looptune.testing.faults import patch_kernel
 from looptune.tune.builder import Builder, BuilderInput, LocalBuilder
 from looptune.tune.builder import local as builder_local
 from looptune.tune.runner import EvaluatorConfig, LocalRunner, Runner, RunnerInput
@@ -70,17 +71,10 @@ def runner_input(mod: Module, ref: Module | None = None, **kw) -> RunnerInput:
 
 def patched(mod: Module, tag: str, *, at_start: str = "", before_return: str = "",
             replace: tuple = ()) -> RunnerInput:
-    """A faulty copy of `mod`: its C source edited, compiled, as a RunnerInput."""
-    src = mod.source
-    head = src.index(f"int32_t {mod.symbol}(")
-    body = src.index("{\n", head) + 2
-    ret = src.index("  return 0;\n}", body)
-    kernel = src[body:ret]
-    for old, new in replace:
-        assert old in kernel, old
-        kernel = kernel.replace(old, new, 1)
-    src = src[:body] + at_start + kernel + before_return + src[ret:]
-    src = f"// faulty: {tag}\n" + src
+    """A faulty copy of `mod`: its C source edited, compiled, as a RunnerInput. (The same
+    edits go into real tuning runs in test_faults.py.)"""
+    src = patch_kernel(mod.source, mod.symbol, at_start=at_start, before_return=before_return,
+                       replace=replace, prelude=f"// faulty: {tag}\n")
     path = compile_shared(src, name=f"faulty_{tag}")
     return RunnerInput(artifact=str(path), symbol=mod.symbol, args_info=tuple(mod.args),
                        config=FAST)
@@ -156,8 +150,10 @@ class BrokenBuilder(LocalBuilder):
         if inp.meta.get("fault") == "slow":
             body = "\n".join(f"  x = x * 1.0001f + {i}.0f;" for i in range(40000))
             return symbol, source + f"float slow(float x) {{\n{body}\n  return x;\n}}\n"
-        if inp.meta.get("fault") == "raise":
-            raise ValueError("no rule to lower this loop")
+        if inp.meta.get("fault") == "lowering":
+            raise BuildError("no rule to lower this loop")
+        if inp.meta.get("fault") == "bug":
+            raise ValueError("a bug in the renderer")
         if inp.meta.get("fault") == "interrupt":
             raise KeyboardInterrupt
         return symbol, source
@@ -167,14 +163,17 @@ def test_build_failures_are_classified_and_the_rest_still_builds():
     f = add(name="faulty_build")
     good = BuilderInput(f, host())
     broken = BuilderInput(f, host(), meta={"fault": "syntax"})
-    raising = BuilderInput(f, host(), meta={"fault": "raise"})
-    r_broken, r_good, r_raise = BrokenBuilder().build([broken, good, raising])
+    lowering = BuilderInput(f, host(), meta={"fault": "lowering"})
+    r_broken, r_good, r_lower = BrokenBuilder().build([broken, good, lowering])
     assert r_good.ok
     assert r_broken.error_class == "build_error" and r_broken.artifact is None
     assert "the C compiler failed" in r_broken.error_msg and "error" in r_broken.error_msg
     assert "source: " in r_broken.error_msg and ".c" in r_broken.error_msg
-    assert r_raise.error_class == "build_error"
-    assert "ValueError: no rule to lower this loop" in r_raise.error_msg
+    assert r_lower.error_class == "build_error" and r_lower.artifact is None
+    assert "no rule to lower this loop" in r_lower.error_msg
+    # anything but a BuildError is a bug in looptune: it surfaces instead of becoming a record
+    with pytest.raises(ValueError, match="a bug in the renderer"):
+        BrokenBuilder().build([good, BuilderInput(f, host(), meta={"fault": "bug"})])
     with pytest.raises(KeyboardInterrupt):
         BrokenBuilder().build([good, BuilderInput(f, host(), meta={"fault": "interrupt"})])
 

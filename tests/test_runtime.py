@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -112,3 +113,21 @@ def test_module_exposes_source_and_args(mod):
     assert [x.name for x in mod.args] == ["A", "B", "C"]
     assert [x.written for x in mod.args] == [False, False, True]
     assert mod.source_path.exists()
+
+
+@pytest.mark.cc
+def test_a_compile_that_times_out_leaves_no_compiler_running():
+    body = "\n".join(f"  x[{i % 97}] = x[{(i * 7) % 97}] * 1.0001f + {i}.0f;" for i in range(60000))
+    source = f"void slow(float* x) {{\n{body}\n}}\n// {os.getpid()} {id(body)}\n"
+    with pytest.raises(BuildError, match="longer than"):
+        compile_shared(source, name="too_slow_to_compile", timeout=0.5)
+    time.sleep(0.2)
+    left = []
+    for pid in os.listdir("/proc"):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            continue
+        if b"too_slow_to_compile" in cmd:
+            left.append(cmd.replace(b"\0", b" ")[:120])
+    assert not left, left

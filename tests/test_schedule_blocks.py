@@ -14,6 +14,8 @@ from looptune.runtime import have_compiler
 from looptune.schedule import Schedule, ScheduleError
 from looptune.te import ops
 from looptune.tir import interpreter
+from looptune.tir.functor import visit
+from looptune.tir.stmt import Allocate
 
 RNG = np.random.default_rng(7)
 
@@ -235,6 +237,7 @@ def test_decompose_reduction():
 
 
 # ---------------------------------------------------------------------------- caches, storage
+@pytest.mark.cc
 def test_cache_read_packs_a_panel_with_storage_align():
     func = matmul_bias_relu(16, 24, 12)
     sch = Schedule(func)
@@ -247,11 +250,12 @@ def test_cache_read_packs_a_panel_with_storage_align():
     sch.storage_align(bp, 0, 0, 16, 4)
     a, b, bias = rand(16, 12), rand(12, 24), rand(24)
     mod = check(sch, [a, b, bias], np.maximum(a @ b + bias, 0))
-    low = lower(sch.func)
-    if mod is not None:
-        # the panel is 12 x 8 floats with its row stride padded to 16k + 4 = 20
-        assert re.search(r"float B_global\[228\]", mod.source), mod.source
-    assert low is not None
+    # the panel is 12 x 8 floats with its row stride padded to 16k + 4 = 20: 11 * 20 + 8
+    allocs = []
+    visit(lower(sch.func).body, lambda n: allocs.append(n.buffer) if isinstance(n, Allocate)
+          else None)
+    assert [b.size for b in allocs if b.name == "B_global"] == [228]
+    assert re.search(r"float B_global\[228\]", mod.source), mod.source
 
 
 def test_set_scope_and_add_unit_loop():

@@ -8,7 +8,7 @@ import pytest
 import looptune as lt
 from looptune.codegen import lower
 from looptune.tir import interpreter
-from schedgen import random_schedule
+from looptune.testing import random_schedule
 from workloads_small import SMALL, all_names, small_workload
 
 
@@ -62,7 +62,7 @@ def test_unscheduled_compiled(name):
 
 @pytest.mark.parametrize("name", all_names())
 def test_random_block_schedules_interpreted(name):
-    from schedgen import random_block_schedule
+    from looptune.testing import random_block_schedule
     func, inputs, expected, out_spec = small_workload(name)
     for seed in range(4):
         sch = random_block_schedule(func, seed)
@@ -74,7 +74,7 @@ def test_random_block_schedules_interpreted(name):
 @pytest.mark.cc
 @pytest.mark.parametrize("name", all_names())
 def test_random_block_schedules_compiled(name):
-    from schedgen import random_block_schedule
+    from looptune.testing import random_block_schedule
     func, inputs, expected, (shape, dtype) = small_workload(name)
     for seed in range(8):
         sch = random_block_schedule(func, 200 + seed)

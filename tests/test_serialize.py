@@ -14,7 +14,7 @@ from looptune.tir import (Block, BlockRealize, Buffer, BufferLoad, BufferStore, 
                           structural_hash)
 from looptune.tir.functor import visit
 from looptune.tir.serialize import func_from_json, func_to_json
-from schedgen import random_block_schedule, random_schedule
+from looptune.testing import random_block_schedule, random_schedule
 from workloads_small import all_names, small_workload
 
 

@@ -9,7 +9,7 @@ import pytest
 from looptune import te
 from looptune.schedule import Schedule, ScheduleError, Trace
 from looptune.tir import structural_equal
-from schedgen import random_block_schedule, random_schedule
+from looptune.testing import random_block_schedule, random_schedule
 from workloads_small import all_names, small_workload
 
 
@@ -104,6 +104,8 @@ def test_replay_without_decisions_resamples_with_the_seed():
     assert structural_equal(s1.func, s2.func)
     decisions = [tuple(s.trace.decisions.values()) for s in (s1, s2, s3)]
     assert decisions[0] == decisions[1]
+    assert decisions[2] != decisions[0]  # another seed samples other tiles
+    assert not structural_equal(s3.func, s1.func)
 
 
 def test_with_decision_changes_the_replayed_schedule():

@@ -4,6 +4,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..runtime.error import BuildError
+from ..target import TargetError
+from ..tune.error import TuneError
 from .tune import CLIError
 
 EXAMPLES = """examples:
@@ -75,37 +78,41 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def dispatch(args) -> int:
+    """Run the command `args` (parsed by parser()); a user error raises, for main to print."""
+    if args.cmd == "tune":
+        from .tune import run
+        return run(args)
+    if args.cmd == "db":
+        if args.db_cmd in ("show", "best") and not args.workload:
+            raise CLIError(f"`looptune db {args.db_cmd}` needs a workload name or key prefix")
+        from .db import run
+        return run(args)
+    if args.cmd == "tune-model":
+        from .model import tune_model_cmd
+        return tune_model_cmd(args)
+    if args.cmd == "run":
+        from .model import run_cmd
+        return run_cmd(args)
+    if args.cmd == "ops":
+        from ..te.ops import OPS
+        for name, op in sorted(OPS.items()):
+            shape = ", ".join(f"{k}={v}" for k, v in op.defaults.items())
+            print(f"{name:<18}{shape}\n{'':<18}{op.doc}")
+    return 0
+
+
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
-        if args.cmd == "tune":
-            from .tune import run
-            return run(args)
-        if args.cmd == "db":
-            if args.db_cmd in ("show", "best") and not args.workload:
-                raise CLIError(f"`looptune db {args.db_cmd}` needs a workload name or key prefix")
-            from .db import run
-            return run(args)
-        if args.cmd == "tune-model":
-            from .model import tune_model_cmd
-            return tune_model_cmd(args)
-        if args.cmd == "run":
-            from .model import run_cmd
-            return run_cmd(args)
-        if args.cmd == "ops":
-            from ..te.ops import OPS
-            for name, op in sorted(OPS.items()):
-                shape = ", ".join(f"{k}={v}" for k, v in op.defaults.items())
-                print(f"{name:<18}{shape}\n{'':<18}{op.doc}")
-            return 0
-    except CLIError as e:
+        return dispatch(args)
+    except (CLIError, TuneError, TargetError, BuildError) as e:  # the user can fix these
         print(f"looptune: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("\nlooptune: interrupted; everything measured so far is in the database",
               file=sys.stderr)
         return 130
-    return 0
 
 
 if __name__ == "__main__":

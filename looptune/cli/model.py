@@ -94,6 +94,8 @@ def print_summary(rows, untuned, tuned, inputs):
 def tune_model_cmd(args) -> int:
     from ..graph import extract_tasks, tune_model
     from ..target import Target
+    from .tune import check_budget
+    check_budget(args)
     graph = load_graph(args.model)
     target = Target.create(args.target)
     tasks = extract_tasks(graph, target)

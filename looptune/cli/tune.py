@@ -46,13 +46,19 @@ def _load_user_file(path: str):
 def resolve(spec: str, shape: dict, args: list):
     """(PrimFunc, display name, flops) for a built-in operator or FILE.py[:FUNCTION]."""
     if spec in OPS:
+        defaults = ", ".join(f"{k}={v}" for k, v in OPS[spec].defaults.items())
         if args:
             raise CLIError("--args is for workload functions in a file; built-in operators take "
-                           f"--shape ({', '.join(f'{k}={v}' for k, v in OPS[spec].defaults.items())})")
+                           f"--shape ({defaults})")
+        for key, value in shape.items():
+            if key in OPS[spec].defaults and not isinstance(value, int):
+                raise CLIError(f"--shape {key}={value}: {spec}'s parameters are integers "
+                               f"(the defaults: {defaults})")
         try:
             tensors, _, flops = workload(spec, **shape)
         except Exception as e:  # noqa: BLE001 - the op names the bad parameter
-            raise CLIError(str(e)) from None
+            raise CLIError(f"--shape {', '.join(f'{k}={v}' for k, v in shape.items())}: "
+                           f"{e or type(e).__name__}") from None
         params = {**OPS[spec].defaults, **shape}
         name = f"{spec}({', '.join(f'{k}={v}' for k, v in params.items())})"
         return create_prim_func(tensors, name=spec), name, float(flops)
@@ -73,6 +79,17 @@ def resolve(spec: str, shape: dict, args: list):
     known = ", ".join(sorted(OPS))
     raise CLIError(f"unknown workload {spec!r}: use a built-in operator ({known}) or "
                    "FILE.py[:FUNCTION] with @register_workload functions")
+
+
+def check_budget(args) -> None:
+    """CLIError, naming the flag, for a budget or thread count that cannot work."""
+    for flag, n in (("--trials", args.trials), ("--per-iter", args.per_iter),
+                    ("--threads", args.threads)):
+        if n is not None and n < 1:
+            raise CLIError(f"{flag} must be at least 1, got {n}")
+    time = getattr(args, "time", None)  # `looptune tune-model` has no --time
+    if time is not None and not time > 0:
+        raise CLIError(f"--time must be a positive number of seconds, got {time:g}")
 
 
 def library_baseline(op: str, shape: dict, arrays: list, threads: int):
@@ -111,6 +128,7 @@ def run(args) -> int:
     from ..tune import EvaluatorConfig, compile_tir, tune_tir
     from ..runtime.ndarray import random_args
 
+    check_budget(args)
     func, name, flops = resolve(args.workload, parse_shape(args.shape), args.args or [])
     target = Target.create(args.target)
     work_dir = Path(args.work_dir)

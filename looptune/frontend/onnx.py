@@ -28,7 +28,15 @@ def _onnx():
 def from_onnx(model, *, name: str | None = None) -> Graph:
     onnx = _onnx()
     if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
-        model = onnx.load(model)
+        path = model
+        try:
+            model = onnx.load(path)
+        except OSError as e:
+            raise ImportError_(f"cannot read the ONNX model {path} ({e.strerror or e}); give "
+                               "the path of an existing .onnx file") from None
+        except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and its kin
+            raise ImportError_(f"{path} is not an ONNX model ({type(e).__name__}: {e}); export "
+                               "it again (torch.onnx.export) or check the path") from None
     if not isinstance(model, onnx.ModelProto):
         raise TypeError(f"from_onnx needs an onnx.ModelProto or a path, got "
                         f"{type(model).__name__}")
@@ -72,9 +80,15 @@ class _Importer:
                 raise unsupported("ONNX", node.op_type if not node.domain else
                                   f"{node.domain}.{node.op_type}",
                                   node.name or node.output[0], _HANDLERS)
+            label = node.name or node.output[0]
+            missing = [i for i in node.input if i and i not in self.env]
+            if missing:
+                raise ImportError_(f"ONNX node {label} ({node.op_type}) reads "
+                                   f"{', '.join(missing)}, which no input, initializer or "
+                                   "earlier node defines (the nodes must be in topological "
+                                   "order); check the model with onnx.checker.check_model")
             ins = [self.env[i] if i else None for i in node.input]
             attrs = {a.name: _attr(a) for a in node.attribute}
-            label = node.name or node.output[0]
             try:
                 outs = handler(self, label, ins, attrs)
             except ImportError_:
@@ -84,6 +98,10 @@ class _Importer:
             outs = outs if isinstance(outs, (list, tuple)) else [outs]
             for o, v in zip(node.output, outs):
                 self.env[o] = v
+        missing = [o.name for o in self.graph.output if o.name not in self.env]
+        if missing:
+            raise ImportError_(f"the model's output(s) {', '.join(missing)} are computed by no "
+                               "node; check the model with onnx.checker.check_model")
         graph = self.e.g.finish(*[self.env[o.name] for o in self.graph.output])
         return fold_conv_affine(graph)
 

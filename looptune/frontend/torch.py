@@ -31,8 +31,15 @@ def from_torch(module, example_inputs, *, name: str | None = None) -> Graph:
         example_inputs = (example_inputs,)
     example_inputs = tuple(example_inputs)
     module = module.eval()
-    with torch.no_grad():
-        ep = torch.export.export(module, example_inputs)
+    try:
+        with torch.no_grad():
+            ep = torch.export.export(module, example_inputs)
+    except Exception as e:  # noqa: BLE001 - torch's many export errors, one message
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ImportError_(f"torch.export cannot export {type(module).__name__} at the example "
+                           f"inputs' shapes ({type(e).__name__}: {first}); looptune imports "
+                           "modules that torch.export can trace: static shapes, no control "
+                           "flow on tensor values, example inputs the module accepts") from None
     return _Importer(ep, name or type(module).__name__).run()
 
 

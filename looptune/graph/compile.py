@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 
 from ..build import generate_source
-from ..codegen import CRenderer
+from ..codegen import CRenderer, c_comment
 from ..runtime.compiler import compile_library
 from ..runtime.ndarray import pack_last_axis
 from ..schedule.primitives.layout import PACKED
@@ -172,7 +172,8 @@ def _runner(graph: Graph, groups: list, kernels: dict):
             setters.append(f"  {symbol}_set_num_threads(n);")
         packed = dict(func.attr(PACKED, ()))
         args = ", ".join(ptr(v, packed.get(i, 0)) for i, v in enumerate(ins + [out]))
-        calls.append(f"  if ((rc = {symbol}({args})) != 0) return rc;  // {g.output.name}")
+        calls.append(f"  if ((rc = {symbol}({args})) != 0) return rc;  "
+                     f"// {c_comment(g.output.name)}")
         timed.append(f"  t0 = lt_now(); rc = {symbol}({args}); "
                      f"ms[{len(timed)}] = lt_now() - t0; if (rc != 0) return rc;")
     for j, src in copies:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import numbers
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +85,9 @@ class Module:
 
     def set_num_threads(self, n: int) -> None:
         """Threads for parallel loops (0: OpenMP's default, usually all cores)."""
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
+            raise RunError(f"{self.symbol}: the thread count must be a whole number >= 0 (0: "
+                           f"OpenMP's default), got {n!r}")
         if self._set_threads is not None:
             self._set_threads(int(n))
         self.num_threads = int(n)
@@ -146,7 +150,8 @@ class Module:
         boundary, e.g. ndarray.NUMPY_OFFSETS), each repeat runs on copies of the arrays placed
         at rotating offsets (ndarray.rotated_offsets), as ordinary numpy arrays lie."""
         if number < 1 or repeat < 1:
-            raise ValueError("number and repeat must be at least 1")
+            raise RunError(f"time_evaluator: number and repeat must be at least 1, got "
+                           f"number={number}, repeat={repeat}")
 
         def run(*arrays) -> ProfileResult:
             ptrs = self._pack(arrays)

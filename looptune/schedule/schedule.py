@@ -5,6 +5,7 @@ to `sch.trace`. A failed request raises ScheduleError and leaves the schedule un
 """
 from __future__ import annotations
 
+import numbers
 import os
 import random
 
@@ -14,6 +15,23 @@ from . import primitives  # noqa: F401  (registers the instruction kinds)
 from .error import ScheduleError
 from .state import State
 from .trace import INSTRUCTIONS, BlockRV, ExprRV, Instruction, InstructionKind, LoopRV, RV, Trace
+
+
+def _ints(method: str, **values) -> list:
+    """The integer arguments of a primitive, or ScheduleError naming the one that is not."""
+    for name, x in values.items():
+        if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+            raise ScheduleError(f"{method}: {name} must be an int, got {x!r}")
+    return [int(x) for x in values.values()]
+
+
+def _tiles(decision):
+    """A tile-size decision given to a sampling method: None or a tuple of them."""
+    if decision is None:
+        return None
+    if not isinstance(decision, (list, tuple)):
+        raise ScheduleError(f"a tile decision must be a list of tile sizes, got {decision!r}")
+    return tuple(decision)
 
 
 class Schedule:
@@ -157,6 +175,8 @@ class Schedule:
         """Split `loop` into len(factors) nested loops, outermost first; at most one factor
         may be None (inferred). If the factors over-cover the extent, the blocks under the
         loop get the guard predicate `outer * inner_extent + inner < extent`."""
+        if not isinstance(factors, (list, tuple)):
+            raise ScheduleError(f"split: factors must be a list such as [None, 8], got {factors!r}")
         return list(self._apply("Split", [loop, *factors], []))
 
     def fuse(self, *loops: LoopRV) -> LoopRV:
@@ -205,7 +225,7 @@ class Schedule:
         """n tile sizes whose product is the loop's extent, the innermost at most
         max_innermost_factor."""
         return list(self._apply("SamplePerfectTile", [loop], [n, max_innermost_factor],
-                                None if decision is None else tuple(decision)))
+                                _tiles(decision)))
 
     def sample_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 16,
                     decision=None) -> list[ExprRV]:
@@ -214,10 +234,16 @@ class Schedule:
         outer ones multiply to ceil(extent / innermost). Split by them, the loop gets a
         guarded tail, which lowering partitions off the guard-free main part."""
         return list(self._apply("SampleTile", [loop], [n, max_innermost_factor],
-                                None if decision is None else tuple(decision)))
+                                _tiles(decision)))
 
     def sample_categorical(self, candidates, probs=None, decision=None) -> ExprRV:
         """One of `candidates` (ints), drawn with probabilities `probs` (uniform if None)."""
+        if not isinstance(candidates, (list, tuple)) or not (
+                probs is None or isinstance(probs, (list, tuple))):
+            raise ScheduleError(f"sample_categorical: candidates and probs must be lists, got "
+                                f"{candidates!r} and {probs!r}")
+        if probs is not None and not all(isinstance(p, numbers.Real) for p in probs):
+            raise ScheduleError(f"sample_categorical: probs must be numbers, got {probs!r}")
         candidates = tuple(candidates)
         probs = tuple(float(p) for p in probs) if probs is not None else tuple(
             1.0 / len(candidates) for _ in candidates)
@@ -250,27 +276,31 @@ class Schedule:
     def cache_read(self, block: BlockRV, read_buffer_index: int, storage_scope: str) -> BlockRV:
         """A new block copying the block's read buffer #index into a `storage_scope` buffer,
         which the block then reads instead."""
-        return self._apply("CacheRead", [block], [int(read_buffer_index), storage_scope])[0]
+        return self._apply("CacheRead", [block], [*_ints("cache_read",
+                           read_buffer_index=read_buffer_index), storage_scope])[0]
 
     def cache_write(self, block: BlockRV, write_buffer_index: int, storage_scope: str) -> BlockRV:
         """The block writes into a new `storage_scope` buffer; a new block copies it back."""
-        return self._apply("CacheWrite", [block], [int(write_buffer_index), storage_scope])[0]
+        return self._apply("CacheWrite", [block], [*_ints("cache_write",
+                           write_buffer_index=write_buffer_index), storage_scope])[0]
 
     def set_scope(self, block: BlockRV, buffer_index: int, storage_scope: str) -> None:
-        self._apply("SetScope", [block], [int(buffer_index), storage_scope])
+        self._apply("SetScope", [block], [*_ints("set_scope", buffer_index=buffer_index),
+                                          storage_scope])
 
     def storage_align(self, block: BlockRV, buffer_index: int, axis: int, factor: int,
                       offset: int) -> None:
         """Pad the stride of `axis` of the block's written buffer to factor*k + offset."""
-        self._apply("StorageAlign", [block], [int(buffer_index), int(axis), int(factor),
-                                              int(offset)])
+        self._apply("StorageAlign", [block], _ints("storage_align", buffer_index=buffer_index,
+                                                   axis=axis, factor=factor, offset=offset))
 
     def pack_layout(self, block: BlockRV, read_index: int, factor: int) -> None:
         """Store the argument the block reads as read buffer #read_index with its last axis
         in blocks of `factor`, outermost: (d0, .., dn) -> (ceil(dn / factor), d0, .., dn-1,
         factor). The function then takes that argument packed; its attribute
         "packed_params" says which ones, and runtime.ndarray.pack_last_axis packs them."""
-        self._apply("PackLayout", [block], [int(read_index), int(factor)])
+        self._apply("PackLayout", [block], _ints("pack_layout", read_index=read_index,
+                                                 factor=factor))
 
     def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
         """Move the block's init into its own block placed before `loop`."""
@@ -280,7 +310,7 @@ class Schedule:
         """Factor the reduction over `loop` into a partial-result block (one result per
         iteration of `loop`, stored along `factor_axis` of a new buffer) and a final
         reduction over them. Returns the partial-result block."""
-        return self._apply("RFactor", [loop], [int(factor_axis)])[0]
+        return self._apply("RFactor", [loop], _ints("rfactor", factor_axis=factor_axis))[0]
 
     def enter_postproc(self) -> None:
         """Mark the point after which the trace holds postprocessing instructions."""

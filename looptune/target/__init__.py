@@ -1,4 +1,4 @@
 """The machine code is compiled for."""
-from .target import Target, cuda_target, host
+from .target import Target, TargetError, cuda_target, host
 
-__all__ = ["Target", "cuda_target", "host"]
+__all__ = ["Target", "TargetError", "cuda_target", "host"]

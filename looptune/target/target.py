@@ -14,6 +14,10 @@ _VECTOR_FEATURES = (("avx512f", 512), ("avx2", 256), ("avx", 256), ("sse2", 128)
 _KEY_FEATURES = ("avx512f", "avx2", "fma", "avx", "sse4_2", "neon", "asimd")
 
 
+class TargetError(ValueError):
+    """An unknown or malformed target description."""
+
+
 @dataclass(frozen=True)
 class Target:
     kind: str = "cpu"              # "cpu" or "cuda"
@@ -41,9 +45,14 @@ class Target:
             if s in ("cuda", "gpu", "nvidia"):
                 return cuda_target()
             if s.startswith("{"):
-                return Target.from_json(json.loads(spec))
-        raise ValueError(f"unknown target {spec!r}; use 'cpu' (this machine), 'cuda', or a "
-                         "Target")
+                try:
+                    d = json.loads(spec)
+                except ValueError as e:
+                    raise TargetError(f"target {spec!r} is not valid JSON ({e}); write it as "
+                                      "Target.to_json() does, or use 'cpu'") from None
+                return Target.from_json(d)
+        raise TargetError(f"unknown target {spec!r}; use 'cpu' (this machine), 'cuda', or a "
+                          "Target")
 
     @property
     def vector_lanes_f32(self) -> int:
@@ -69,10 +78,13 @@ class Target:
 
     @staticmethod
     def from_json(d: dict) -> "Target":
+        if not isinstance(d, dict):
+            raise TargetError(f"a target description must be a JSON object, got {d!r}")
         d = dict(d)
         unknown = set(d) - set(Target.__dataclass_fields__)
         if unknown:
-            raise ValueError(f"unknown Target fields {sorted(unknown)}")
+            raise TargetError(f"unknown Target fields {sorted(unknown)}; the fields are "
+                              f"{', '.join(Target.__dataclass_fields__)}")
         d["features"] = tuple(d.get("features", ()))
         d["extra"] = tuple(tuple(x) for x in d.get("extra", ()))
         return Target(**d)

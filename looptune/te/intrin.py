@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import builtins
+import math
 
 from ..tir import dtype as dt
 from ..tir.expr import PrimExpr, Reduce, binary, call, cast, const, convert, select
@@ -50,8 +51,7 @@ def any(*conds) -> PrimExpr:  # noqa: A001
 
 
 def _float_max(dtype: str) -> float:
-    """The largest finite value: finite, as in TVM, so that reduction identities and padding
-    values print as plain literals in every backend (the interpreter has no name for inf)."""
+    """The largest finite value (max_value and min_value are finite, as in TVM)."""
     import numpy as np
     return float(np.finfo(dt.numpy_name(dtype)).max)
 
@@ -70,8 +70,18 @@ def min_value(dtype: str) -> PrimExpr:
     return const(0 if dt.kind(dtype) == "uint" else -(1 << (b - 1)), dtype)
 
 
+def _max_identity(dtype: str) -> PrimExpr:
+    """-inf for floats, as in numpy: the max of values that are all -inf (or of none, with
+    where=) is -inf, not the lowest finite float."""
+    return const(-math.inf, dtype) if dt.is_float(dtype) else min_value(dtype)
+
+
+def _min_identity(dtype: str) -> PrimExpr:
+    return const(math.inf, dtype) if dt.is_float(dtype) else max_value(dtype)
+
+
 _IDENTITY = {"sum": lambda d: const(0, d), "prod": lambda d: const(1, d),
-             "max": min_value, "min": max_value}
+             "max": _max_identity, "min": _min_identity}
 
 
 def _axes(axis) -> tuple:

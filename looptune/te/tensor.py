@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import inspect
+import numbers
 import weakref
 from dataclasses import dataclass
 
 from ..tir import dtype as dt
 from ..tir.buffer import Buffer
-from ..tir.expr import BufferLoad, IntImm, PrimExpr, Reduce, Var, cast, convert
+from ..tir.expr import (Binary, BufferLoad, IntImm, PrimExpr, Reduce, Select, Var, cast,
+                        convert)
 from ..tir.functor import visit
 from ..tir.stmt import IterVar
 
@@ -103,12 +105,17 @@ def tensor_of(buffer: Buffer) -> Tensor | None:
 
 
 def _shape(shape, what: str) -> tuple:
-    if isinstance(shape, int):
+    given = shape
+    if isinstance(shape, numbers.Integral):
         shape = (shape,)
     try:
-        shape = tuple(int(s) for s in shape)
-    except (TypeError, ValueError):
-        raise TEError(f"{what}: shape must be a tuple of ints, got {shape!r}") from None
+        shape = None if isinstance(shape, str) else tuple(shape)
+    except TypeError:
+        shape = None
+    if shape is None or not all(isinstance(s, numbers.Integral) and not isinstance(s, bool)
+                                for s in shape):
+        raise TEError(f"{what}: shape must be a tuple of ints, got {given!r}")
+    shape = tuple(int(s) for s in shape)
     if any(s < 1 for s in shape):
         raise TEError(f"{what}: every dimension must be >= 1, got {list(shape)}")
     return shape
@@ -162,15 +169,25 @@ def compute(shape, fcompute, name: str = "compute", tag: str = "", attrs: dict |
                           f"({', '.join(names)}) but the shape {list(shape)} has {len(shape)} "
                           "dimension(s)")
     axis = tuple(IterVar(Var(n), s, "S") for n, s in zip(names, shape))
-    body = fcompute(*axis)
+    try:
+        body = fcompute(*axis)
+    except TEError:
+        raise
+    except (TypeError, ValueError, IndexError) as err:  # tir's checks: dtypes, truth values, ...
+        raise TEError(f"compute {name}: {err}") from err
     try:
         body = convert(body)
     except TypeError:
         raise TEError(f"compute {name}: fcompute returned {body!r}; it must return an "
                       "expression such as A[i] * 2") from None
     if dtype is not None:
-        body = _cast_body(body, dt.check(dtype))
+        try:
+            dtype = dt.check(dtype)
+        except dt.DTypeError as e:
+            raise TEError(f"compute {name}: {e}") from None
+        body = _cast_body(body, dtype)
     inputs = _check_body(name, body, axis)
+    _check_bounds(name, body, axis)
     buf = Buffer(name, shape, body.dtype)
     op = ComputeOp(name, axis, body, inputs, tag, tuple(sorted((attrs or {}).items())))
     return Tensor(op, buf)
@@ -182,6 +199,43 @@ def _cast_body(body, dtype):
         return R(body.combiner, cast(body.source, dtype), body.axis, cast(body.identity, dtype),
                  dtype)
     return cast(body, dtype)
+
+
+def _check_bounds(name: str, body: PrimExpr, axis: tuple) -> None:
+    """TEError for what would make the kernel read other memory or crash: a read that
+    provably falls outside its tensor somewhere in the iteration space, or an integer
+    division by the constant 0. Reads under te.if_then_else are left to their guard (padding
+    reads outside the tensor only where the condition is false)."""
+    from ..tir.arith.bound import eval_bound
+    ivs = tuple(axis) + (body.axis if isinstance(body, Reduce) else ())
+    dom = {iv.var: (0, iv.extent - 1) for iv in ivs}
+    guarded: set = set()
+
+    def guard(n):
+        if isinstance(n, Select):
+            for side in (n.true_value, n.false_value):
+                visit(side, lambda x: guarded.add(id(x)) if isinstance(x, BufferLoad) else None)
+
+    def check(n):
+        if isinstance(n, Binary) and n.op in ("//", "%", "tdiv", "tmod") and \
+                isinstance(n.b, IntImm) and n.b.value == 0:
+            raise TEError(f"compute {name}: {n!r} divides an integer by the constant 0, which "
+                          "is undefined (the kernel would crash); divide by a non-zero value")
+        if not isinstance(n, BufferLoad) or id(n) in guarded:
+            return
+        for d, (index, extent) in enumerate(zip(n.indices, n.buffer.shape)):
+            bound = eval_bound(index, dom)
+            if bound is None or not all(isinstance(b, IntImm) for b in bound):
+                continue  # not an affine function of the axes (e.g. an index read from memory)
+            lo, hi = bound[0].value, bound[1].value
+            if lo < 0 or hi >= extent:
+                raise TEError(f"compute {name}: {n!r} reads dimension {d} of {n.buffer.name} at "
+                              f"{lo}..{hi}, outside its extent {extent} (0..{extent - 1}); fix "
+                              "the index or the compute's shape, or guard the read with "
+                              "te.if_then_else as padding does")
+
+    visit(body, guard)
+    visit(body, check)
 
 
 def _check_body(name: str, body: PrimExpr, axis: tuple) -> tuple:

@@ -42,6 +42,10 @@ class _PyGen:
     def emit(self, depth, text):
         self.lines.append("    " * depth + text)
 
+    def index(self, indices) -> str:
+        """A numpy index: "i, j," (a tuple, even of one), or "()" for a 0-d buffer."""
+        return "".join(f"{self.expr(i)}, " for i in indices).rstrip() or "()"
+
     def expr(self, e) -> str:
         if isinstance(e, Var):
             return self.name(e)
@@ -67,7 +71,7 @@ class _PyGen:
         if isinstance(e, Not):
             return f"(not {self.expr(e.a)})"
         if isinstance(e, BufferLoad):
-            return f"{self.name(e.buffer)}[{', '.join(self.expr(i) for i in e.indices)},]"
+            return f"{self.name(e.buffer)}[{self.index(e.indices)}]"
         if isinstance(e, Cast):
             return f"_cast_{dt.numpy_name(e.dtype)}({self.expr(e.value)})"
         if isinstance(e, Select):
@@ -97,8 +101,8 @@ class _PyGen:
                 self.emit(depth, f"for {names} in _product({ranges}):")
             self.stmt(chain[-1].body, depth + 1)
         elif isinstance(s, BufferStore):
-            idx = ", ".join(self.expr(i) for i in s.indices)
-            self.emit(depth, f"{self.name(s.buffer)}[{idx},] = {self.expr(s.value)}")
+            self.emit(depth, f"{self.name(s.buffer)}[{self.index(s.indices)}] = "
+                             f"{self.expr(s.value)}")
         elif isinstance(s, IfThenElse):
             self.emit(depth, f"if {self.expr(s.cond)}:")
             self.stmt(s.then_case, depth + 1)

@@ -1,6 +1,7 @@
 """The tuning engine: design spaces from schedule rules, search, measurement, databases."""
 from .builder import Builder, BuilderInput, BuilderResult, LocalBuilder
 from .context import TuneContext
+from .error import DatabaseError, DatabaseWarning, TuneError
 from .database import (Database, JSONDatabase, MemoryDatabase, OrderedUnionDatabase,
                        ScheduleFnDatabase, SQLiteDatabase, TuningRecord, UnionDatabase, Workload)
 from .postproc import Postproc
@@ -14,12 +15,13 @@ from .task_scheduler import GradientBased, RoundRobin, TaskScheduler
 from .tune import NoTuningRecordError, compile_tir, tune_tasks, tune_tir, verify
 
 __all__ = [
-    "Builder", "BuilderInput", "BuilderResult", "Database", "EvaluatorConfig",
+    "Builder", "BuilderInput", "BuilderResult", "Database", "DatabaseError", "DatabaseWarning",
+    "EvaluatorConfig",
     "EvolutionarySearch", "GradientBased", "JSONDatabase", "Mutator",
     "LocalBuilder", "LocalRunner", "MeasureCandidate", "MemoryDatabase", "NoTuningRecordError",
     "OrderedUnionDatabase", "PostOrderApply", "Postproc", "ReplayTrace", "RoundRobin", "Runner",
     "RunnerInput", "RunnerResult", "SQLiteDatabase", "ScheduleFn", "ScheduleFnDatabase",
     "ScheduleRule", "SearchStrategy", "SpaceGenerator", "Task", "TaskScheduler", "TuneContext",
-    "TuningRecord", "UnionDatabase", "Workload", "compile_tir", "register_workload",
+    "TuneError", "TuningRecord", "UnionDatabase", "Workload", "compile_tir", "register_workload",
     "tune_tasks", "tune_tir", "verify",
 ]

@@ -1,6 +1,8 @@
 """Default rules and postprocessors per target kind, as data."""
 from __future__ import annotations
 
+from .error import TuneError
+
 DEFAULT_RULES = {
     "cpu": [
         ("auto-inline", {"into_consumer": True, "into_producer": False,
@@ -44,8 +46,8 @@ def default_postprocs(target) -> list:
 def _kind(target) -> str:
     kind = target.kind
     if kind not in DEFAULT_RULES:
-        raise ValueError(f"no default schedule rules for target kind {kind!r} yet; pass "
-                         f"sch_rules= and postprocs= explicitly (have: {', '.join(DEFAULT_RULES)})")
+        raise TuneError(f"no default schedule rules for target kind {kind!r} yet; pass "
+                        f"sch_rules= and postprocs= explicitly (have: {', '.join(DEFAULT_RULES)})")
     return kind
 
 # How often each mutator is picked when a candidate mutates (normalized over the mutators
@@ -79,6 +81,6 @@ def default_mutators(target) -> dict:
     from .mutator.base import Mutator
     probs = DEFAULT_MUTATOR_PROBS.get(target.kind)
     if probs is None:
-        raise ValueError(f"no default mutators for target kind {target.kind!r} yet; pass "
-                         f"mutator_probs= explicitly (have: {', '.join(DEFAULT_MUTATOR_PROBS)})")
+        raise TuneError(f"no default mutators for target kind {target.kind!r} yet; pass "
+                        f"mutator_probs= explicitly (have: {', '.join(DEFAULT_MUTATOR_PROBS)})")
     return {Mutator.create(name): p for name, p in probs.items()}

@@ -3,6 +3,8 @@ registered name ("sqlite") or an instance, so `Database.create("json", work_dir=
 user's own subclass are used the same way."""
 from __future__ import annotations
 
+from .error import TuneError
+
 
 class Registry:
     def __init__(self, kind: str):
@@ -30,7 +32,8 @@ class Registry:
         if isinstance(spec, str):
             cls = self.items.get(spec)
             if cls is None:
-                raise ValueError(f"unknown {self.kind} {spec!r}; registered: "
-                                 f"{', '.join(sorted(self.items)) or 'none'}")
+                raise TuneError(f"unknown {self.kind} {spec!r}; registered: "
+                                f"{', '.join(sorted(self.items)) or 'none'}")
             return cls(**kwargs)
-        raise TypeError(f"expected a {self.kind} name or instance, got {spec!r}")
+        raise TuneError(f"expected a {self.kind} name or instance, got {spec!r}; registered: "
+                        f"{', '.join(sorted(self.items)) or 'none'}")

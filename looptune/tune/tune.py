@@ -3,6 +3,7 @@ records (compile_tir)."""
 from __future__ import annotations
 
 import copy
+import numbers
 import warnings
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from ..tir.func import PrimFunc
 from .builder.base import Builder
 from .context import TuneContext
 from .database.base import Database
+from .error import DatabaseWarning, TuneError
 from .runner.base import EvaluatorConfig, Runner
 from .task_scheduler.base import TaskScheduler
 
@@ -33,9 +35,13 @@ def _database(database, work_dir) -> Database:
     name = database or "sqlite"
     if name in ("json", "sqlite"):
         if work_dir is None:
-            raise ValueError("pass work_dir= (tuning results are kept there, in an SQLite "
-                             "database by default) or database=")
-        Path(work_dir).mkdir(parents=True, exist_ok=True)
+            raise TuneError("pass work_dir= (tuning results are kept there, in an SQLite "
+                            "database by default) or database=")
+        try:
+            Path(work_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise TuneError(f"the work dir {work_dir} cannot be created ({e.strerror or e}); "
+                            "pass a directory this process can write as work_dir") from None
         return Database.create(name, work_dir=str(work_dir))
     return Database.create(name)
 
@@ -49,8 +55,10 @@ def tune_tasks(tasks, *, work_dir=None, max_trials_global: int, num_trials_per_i
     """Tune TuneContexts under one budget; returns the database holding every record.
     Re-running with the same work_dir resumes: earlier records count toward the budget and
     are not measured again."""
-    if max_trials_global < 1:
-        raise ValueError("max_trials_global must be at least 1")
+    _check_budget(max_trials_global=max_trials_global, num_trials_per_iter=num_trials_per_iter,
+                  max_trials_per_task=max_trials_per_task, max_time_s=max_time_s)
+    if evaluator is not None and not isinstance(evaluator, EvaluatorConfig):
+        raise TuneError(f"evaluator must be an EvaluatorConfig, got {evaluator!r}")
     database = _database(database, work_dir)
     builder = Builder.create(builder)
     runner = Runner.create(runner)
@@ -68,6 +76,21 @@ def tune_tasks(tasks, *, work_dir=None, max_trials_global: int, num_trials_per_i
     return database
 
 
+def _check_budget(*, max_time_s, **trials) -> None:
+    """TuneError unless every trial count is a whole number >= 1 (max_trials_per_task may be
+    None) and the time budget, if any, is a positive number of seconds."""
+    for name, n in trials.items():
+        if n is None and name == "max_trials_per_task":
+            continue
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+            raise TuneError(f"{name} must be a whole number of trials, at least 1; got {n!r}")
+    if max_time_s is not None and (isinstance(max_time_s, bool)
+                                   or not isinstance(max_time_s, numbers.Real)
+                                   or not max_time_s > 0):
+        raise TuneError(f"max_time_s must be a positive number of seconds (or None: no time "
+                        f"limit); got {max_time_s!r}")
+
+
 def tune_tir(mod_or_func, target="cpu", work_dir=None, *, max_trials_global: int,
              num_trials_per_iter: int = 64, max_trials_per_task: int | None = None,
              max_time_s: float | None = None, seed: int | None = None,
@@ -79,6 +102,8 @@ def tune_tir(mod_or_func, target="cpu", work_dir=None, *, max_trials_global: int
     "mlp", "random" or a CostModel) is shared by every task's evolutionary search, so what it
     learns on one workload helps the others. `seed` makes the run reproducible; the rest is
     passed to tune_tasks."""
+    _check_budget(max_trials_global=max_trials_global, num_trials_per_iter=num_trials_per_iter,
+                  max_trials_per_task=max_trials_per_task, max_time_s=max_time_s)
     if isinstance(mod_or_func, PrimFunc):
         funcs = {task_name or mod_or_func.name: mod_or_func}
     elif isinstance(mod_or_func, dict):
@@ -92,8 +117,8 @@ def tune_tir(mod_or_func, target="cpu", work_dir=None, *, max_trials_global: int
                         f"them, got {type(mod_or_func).__name__}")
     target = Target.create(target)
     if cost_model is not None and strategy != "evolutionary":
-        raise ValueError("cost_model= is for strategy='evolutionary'; pass a SearchStrategy "
-                         "instance to configure another one")
+        raise TuneError("cost_model= is for strategy='evolutionary'; pass a SearchStrategy "
+                        "instance to configure another one")
     shared_model = None
     if strategy == "evolutionary":
         from .cost_model.base import CostModel
@@ -160,7 +185,7 @@ def compile_tir(database: Database, func: PrimFunc, target="cpu", *, check: bool
             rec.trace.apply_to_schedule(sch, lenient=database.module_equality == "anchor-block")
         except ScheduleError as e:
             warnings.warn(f"{func.name}: a record ({rec.median_secs * 1e3:.3f} ms) no longer "
-                          f"replays and is skipped: {e}")
+                          f"replays and is skipped: {e}", DatabaseWarning)
             continue
         threads = num_threads
         if threads is None:
@@ -168,7 +193,7 @@ def compile_tir(database: Database, func: PrimFunc, target="cpu", *, check: bool
         mod = build(sch, target, num_threads=threads)
         if check and not verify(mod, func, packed=sch.func.attr(PACKED, ())):
             warnings.warn(f"{func.name}: a record ({rec.median_secs * 1e3:.3f} ms) computes a "
-                          "wrong result and is skipped")
+                          "wrong result and is skipped", DatabaseWarning)
             continue
         mod.record = rec
         mod.schedule = sch

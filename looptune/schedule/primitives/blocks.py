@@ -115,9 +115,10 @@ def clamp_bounds(bounds, shape, dom):
 
 
 def build_nest(br: BlockRealize, ranges: dict, preserve_unit_loops: bool, dom: dict,
-               names: set):
+               names: set, guard=None):
     """A loop nest computing block `br` with each iteration variable over `ranges[var]`
-    ((lo, hi, extent): lo + ax for ax in [0, extent), guarded by lo + ax <= hi)."""
+    ((lo, hi, extent): lo + ax for ax in [0, extent), guarded by lo + ax <= hi), and
+    under the condition `guard` (on outer loops and the block's variables) if given."""
     b = br.block
     loops, values, preds = [], [], []
     for iv in b.iter_vars:
@@ -135,7 +136,8 @@ def build_nest(br: BlockRealize, ranges: dict, preserve_unit_loops: bool, dom: d
         dom[v] = (0, ext - 1)
         preds.append(binary("<=", value, hi))
     s = Simplifier(dom)
-    pred = const(True)
+    pred = const(True) if guard is None else substitute(
+        guard, {iv.var: v for iv, v in zip(b.iter_vars, values)})
     for p in preds:
         pred = binary("and", pred, p)
     stmt = BlockRealize(tuple(s(v) for v in values), s(pred), b)
@@ -161,7 +163,9 @@ def range_of(lo, hi, dom) -> tuple:
     ext = const_extent(lo, hi, dom)
     if ext is None:
         return None
-    return lo, hi, ext
+    # a region that is always empty (a padded read that a condition never lets happen) still
+    # gets one iteration, which the guard lo + ax <= hi skips: no loop of extent 0
+    return lo, hi, max(ext, 1)
 
 
 # ---------------------------------------------------------------------------- reductions

@@ -13,8 +13,10 @@ and consumes, per iteration, the region the producers under L wrote there.
 """
 from __future__ import annotations
 
+from ...tir.arith import Simplifier
+from ...tir.expr import Binary, IntImm, Var, binary, const
+from ...tir.functor import substitute, uses_var
 from ...tir.stmt import For, SeqStmt, seq
-from ...tir.functor import uses_var
 from ..error import ScheduleError
 from ..state import REMOVE, collect_realizes
 from ..trace import LoopRV, instruction
@@ -100,6 +102,7 @@ def compute_at(sch, inputs, attrs, decision):
     lname = loop.loop_var.name
     _check_same_scope(sch, pentry, lentry, what, p.name, lname)
     x = _single_output(p, what)
+    _check_guard_kept(what, pentry)
     if x in sch.func.params:
         raise ScheduleError(f"{what}: block {p.name} writes {x.name}, an argument of the "
                             f"function, which must be computed whole; compute_at would compute "
@@ -110,6 +113,12 @@ def compute_at(sch, inputs, attrs, decision):
                             "producer into its consumers' loops (use reverse_compute_at to move a "
                             "consumer into its producer's loops)")
     scope = sch.state.scope_block_of(pentry)
+    writers = [br.block.name for br in collect_realizes(scope.body)
+               if br is not pr and x in writes_of(br.block)]
+    if writers:  # an init and its update (decompose_reduction): their order would change
+        raise ScheduleError(f"{what}: {x.name} is also written by block(s) {', '.join(writers)}; "
+                            f"only the one block writing a buffer can move (compute_at before "
+                            "decompose_reduction)")
     under = collect_realizes(loop.body)
     under_ids = {id(x_) for x_ in under}
     consumers = [br for br in collect_realizes(scope.body) if br is not pr and x in reads_of(br.block)]
@@ -121,6 +130,9 @@ def compute_at(sch, inputs, attrs, decision):
                             f"inside loop {lname}; they would miss the elements only computed "
                             "for the consumers under it")
     between = [b for s in lca.stmts[ip + 1:il] for b in blocks_in(s)]
+    between += [b for b in blocks_in(lca.stmts[ip]) if b is not p]  # it leaves their nest
+    inside = {id(br.block) for br in under}  # and it passes those beside the loop
+    between += [b for b in blocks_in(lca.stmts[il]) if id(b) not in inside]
     check_no_conflict(what, p, between, f"loop {lname}")
     nest = _nest_for_region(sch, what, pr, p.writes[0], consumers, "reads", x, lentry,
                             bool(attrs[0]))
@@ -128,9 +140,10 @@ def compute_at(sch, inputs, attrs, decision):
     return []
 
 
-def _nest_for_region(sch, what, moving, moving_region, others, verb, x, lentry, preserve):
+def _nest_for_region(sch, what, moving, moving_region, others, verb, x, lentry, preserve,
+                     guard=None):
     """A loop nest for block `moving` covering, per iteration of the loop, the region of x
-    that the blocks `others` under the loop access ("reads" or "writes")."""
+    that the blocks `others` under the loop access ("reads" or "writes"), under `guard`."""
     loop = lentry.node
     lname = loop.loop_var.name
     outer = loop_dom(lentry.parents + (loop,))
@@ -156,7 +169,12 @@ def _nest_for_region(sch, what, moving, moving_region, others, verb, x, lentry, 
             raise ScheduleError(f"{what}: the region of {x.name} {verb[:-1]} per iteration of "
                                 f"loop {lname} has no constant size")
         ranges[v] = rng
-    return build_nest(moving, ranges, preserve, outer, loop_names(sch))
+    if verb == "writes":  # a constant index of x is consumed only where it was produced
+        for (mn, _), (lo, hi) in zip(moving_region.region, bounds):
+            if isinstance(mn, IntImm):
+                inside = binary("and", binary("<=", lo, mn), binary("<=", mn, hi))
+                guard = inside if guard is None else binary("and", guard, inside)
+    return build_nest(moving, ranges, preserve, outer, loop_names(sch), guard)
 
 
 @instruction("ReverseComputeAt", "reverse_compute_at", inputs=("block", "loop"),
@@ -170,6 +188,7 @@ def reverse_compute_at(sch, inputs, attrs, decision):
     cr, c, loop = centry.node, centry.node.block, lentry.node
     lname = loop.loop_var.name
     _check_same_scope(sch, centry, lentry, what, c.name, lname)
+    _check_guard_kept(what, centry)
     under = collect_realizes(loop.body)
     produced = {}
     for br in under:
@@ -182,6 +201,13 @@ def reverse_compute_at(sch, inputs, attrs, decision):
                             f"loop {lname}; it reads {names} from there")
     (x, producers), = produced.items()
     scope = sch.state.scope_block_of(centry)
+    for y in writes_of(c):
+        writers = [br.block.name for br in collect_realizes(scope.body)
+                   if br is not cr and y in writes_of(br.block)]
+        if writers:  # an init and its update (decompose_reduction): their order would change
+            raise ScheduleError(f"{what}: {y.name} is also written by block(s) "
+                                f"{', '.join(writers)}; only the one block writing a buffer "
+                                "can move (reverse_compute_at before decompose_reduction)")
     under_ids = {id(b) for b in under}
     for br in collect_realizes(scope.body):
         if x in writes_of(br.block) and id(br) not in under_ids:
@@ -201,12 +227,146 @@ def reverse_compute_at(sch, inputs, attrs, decision):
         raise ScheduleError(f"{what}: block {c.name} runs before loop {lname}; reverse_compute_at "
                             "moves a consumer into its producer's loops")
     between = [b for s in lca.stmts[il + 1:ic] for b in blocks_in(s)]
+    between += [b for b in blocks_in(lca.stmts[ic]) if b is not c]  # it leaves their nest
+    inside = {id(br.block) for br in under}  # and it passes those beside the loop
+    between += [b for b in blocks_in(lca.stmts[il]) if id(b) not in inside]
     check_no_conflict(what, c, between, f"loop {lname}")
     region = next(r for r in c.reads if r.buffer is x)
+    at = [mn for mn, _ in region.region]  # the element of x the consumer reads
+    produced = None  # where the producers wrote that element in an iteration of the loop
+    for br in producers:
+        _check_dense(sch, what, br, x, loop)
+        for cond in _written_where(sch, what, br, x, loop, at):
+            produced = cond if produced is None else binary("and", produced, cond)
+    for v, d in _dims_of(region, c.iter_vars, what, c.name, x).items():
+        iv = next(iv for iv in c.iter_vars if iv.var is v)
+        if iv.kind == "R":  # its updates would follow the producer's order, before its init
+            raise ScheduleError(f"{what}: block {c.name} reduces over {x.name} (variable "
+                                f"{v.name}, dimension {d}), so under loop {lname} its reduction "
+                                "would be split across the loop's iterations, in the "
+                                "producer's order; move the producer instead (compute_at)")
+        ext = iv.extent
+        if ext != x.shape[d]:  # it would compute only the elements that read x
+            raise ScheduleError(f"{what}: block {c.name}'s variable {v.name} (extent {ext}) "
+                                f"indexes dimension {d} of {x.name} (size {x.shape[d]}); only "
+                                "a consumer whose iteration space matches the buffer can move")
     nest = _nest_for_region(sch, what, cr, region, producers, "writes", x, lentry,
-                            bool(attrs[0]))
+                            bool(attrs[0]), produced)
     sch.state.replace({cr: REMOVE, loop: _insert(loop, nest, after_writer_of=x)})
     return []
+
+
+def _check_guard_kept(what, entry):
+    """The moved block gets new loops, with a predicate made from the ranges of its
+    variables: a guard on its reduction loops must be one that the ranges imply (vk < K,
+    the tail of a split), or it would be lost. (A partial-result block of rfactor over a
+    guarded loop has one that couples its variables.)"""
+    br = entry.node
+    dom = loop_dom(entry.parents)
+    simp = Simplifier(dom)
+    red = [(iv, v) for iv, v in zip(br.block.iter_vars, br.iter_values) if iv.kind == "R"]
+    rvars = {lv for lv in dom if any(uses_var(v, {lv}) for _, v in red)}
+    for c in _conjuncts(br.predicate):
+        if not uses_var(c, rvars):
+            continue
+        implied = isinstance(c, Binary) and c.op == "<" and isinstance(c.b, IntImm) and any(
+            isinstance(k, IntImm) and c.b.value - k.value >= iv.extent
+            for iv, v in zip(br.block.iter_vars, br.iter_values)
+            for k in [simp(binary("-", c.a, v))])
+        if not implied:
+            raise ScheduleError(f"{what}: block {br.block.name} is guarded by {c!r}, which "
+                                "its variables' ranges do not imply; moved, it would lose the "
+                                "guard (rfactor a loop of a dividing split instead)")
+
+
+def _conjuncts(e):
+    if isinstance(e, Binary) and e.op == "and":
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [e]
+
+
+def _written_where(sch, what, br, x, loop, at) -> list:
+    """Conditions, on the loops outside `loop` and on the consumer's variables, under which
+    block `br` (a producer under `loop`) writes the element x[at] in an iteration of `loop`:
+    its predicate, with each condition on the loops inside `loop` rewritten in terms of the
+    element (the tail of a split, the edge of a clamped region). `at` holds, per dimension
+    of x, the consumer's variable or constant index."""
+    entry = sch.state.block(br.block.name)
+    relax = loop_dom(loops_between(entry.parents, loop))
+    unit = {v: const(0, v.dtype) for v, (_, hi) in relax.items() if hi == 0}
+    simp = Simplifier(loop_dom(entry.parents))
+    vmap = {iv.var: v for iv, v in zip(br.block.iter_vars, br.iter_values)}
+    index = [simp.affine(substitute(substitute(mn, vmap), unit))
+             for w in br.block.writes if w.buffer is x for mn, _ in w.region]
+    reducing = {v for v in relax if any(uses_var(val, {v}) for iv, val in
+                                        zip(br.block.iter_vars, br.iter_values) if iv.kind == "R")}
+    out = []
+    for c in _conjuncts(substitute(br.predicate, unit)):
+        if not uses_var(c, set(relax)):
+            out.append(c)
+            continue
+        if not uses_var(c, set(relax) - reducing):
+            continue  # a guard of the reduction (the tail of a split reduction loop)
+        cond = None
+        if isinstance(c, Binary) and c.op in ("<", "<=", ">", ">=", "==", "!="):
+            diff = _split_terms(simp.affine(binary("-", c.a, c.b)), relax)
+            for idx, where in zip(index, at):
+                idx = _split_terms(idx, relax)
+                if diff is not None and idx is not None and diff[0] == idx[0]:
+                    # c.a - c.b == inner + rest_c and x's index == inner + rest_i, so at the
+                    # element `at`: c.a - c.b == rest_c + at - rest_i
+                    e = binary("-", binary("+", diff[1].to_expr(), where), idx[1].to_expr())
+                    cond = binary(c.op, e, const(0, e.dtype))
+                    break
+        if cond is None:
+            raise ScheduleError(f"{what}: block {br.block.name} is guarded inside loop "
+                                f"{loop.loop_var.name} by {c!r}, which its consumer cannot "
+                                f"tell from the {x.name} element it reads (a split of a "
+                                "split?); pick a loop inside that guard's loops")
+        out.append(cond)
+    return out
+
+
+def _split_terms(aff, relax):
+    """({relaxed var: coef}, Affine of the rest), or None if a relaxed var is inside another
+    atom (such as a // or %)."""
+    inner, rest = {}, aff.copy()
+    for key, (atom, coef) in aff.terms.items():
+        if atom in relax:
+            inner[atom] = coef
+            del rest.terms[key]
+        elif not isinstance(atom, Var) and uses_var(atom, set(relax)):
+            return None
+    return inner, rest
+
+
+def _check_dense(sch, what, br, x, loop):
+    """The elements of x that block `br` writes per iteration of `loop` must fill their
+    bounding box, which the consumer reads: x[i0*4 + i1] over i1 < 2 leaves a gap."""
+    entry = sch.state.block(br.block.name)
+    relax = loop_dom(loops_between(entry.parents, loop))
+    simp = Simplifier(loop_dom(entry.parents))
+    vmap = {iv.var: v for iv, v in zip(br.block.iter_vars, br.iter_values)}
+    for w in br.block.writes:
+        if w.buffer is not x:
+            continue
+        for d, (mn, ext) in enumerate(w.region):
+            # dense if, in order of coefficient, each term starts where the others end
+            split = _split_terms(simp.affine(substitute(mn, vmap)), relax)
+            terms = None if split is None else sorted(
+                [(1, ext)] + [(abs(c), relax[v][1] + 1) for v, c in split[0].items()])
+            reach = 0
+            for coef, n in terms or ():
+                if n > 1 and coef > reach + 1:
+                    terms = None
+                    break
+                reach += coef * (n - 1)
+            if terms is None:  # a gap, or a loop inside // or % (not provably dense)
+                raise ScheduleError(
+                    f"{what}: block {br.block.name} writes a strided region of {x.name} "
+                    f"(dimension {d}) per iteration of loop {loop.loop_var.name}; its consumer "
+                    "would read elements written in other iterations; pick a loop whose "
+                    "iterations write whole tiles")
 
 
 def _location_loops(sch, block_rv) -> list:

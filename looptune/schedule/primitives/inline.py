@@ -12,7 +12,7 @@ from ...tir.stmt import BlockRealize, BufferStore
 from ..error import ScheduleError
 from ..state import REMOVE, collect_realizes
 from ..trace import instruction
-from .blocks import injective_indices, refreshed
+from .blocks import injective_indices, refreshed, writes_of
 
 
 def _elementwise(b, what: str) -> BufferStore:
@@ -87,6 +87,10 @@ def compute_inline(sch, inputs, attrs, decision):
     if _loads_of(store.value, x):
         raise ScheduleError(f"{what}: block {b.name} reads the buffer {x.name} it writes")
     scope, realizes = _scope_realizes(sch, entry)
+    writers = [o.block.name for o in realizes if o is not br and x in writes_of(o.block)]
+    if writers:  # an init with its update (decompose_reduction): the update reads x
+        raise ScheduleError(f"{what}: {x.name} is also written by block(s) "
+                            f"{', '.join(writers)}; only a buffer's one writer can be inlined")
     mapping = {br: REMOVE}
     for other in realizes:
         ob = other.block
@@ -143,6 +147,12 @@ def reverse_compute_inline(sch, inputs, attrs, decision):
     if any(not structural_equal(ld.indices, loads[0].indices) for ld in loads):
         raise ScheduleError(f"{what}: block {c.name} reads {x.name} at different indices")
     dims = injective_indices(loads[0].indices, c.iter_vars, what, c.name, x.name)
+    short = [iv.var.name for iv in c.iter_vars
+             if iv.var in dims and iv.extent != x.shape[dims[iv.var]]]
+    if short:  # only the elements that read x would be computed (padding)
+        raise ScheduleError(f"{what}: block {c.name}'s variable(s) {', '.join(short)} range over "
+                            f"other extents than the {x.name} dimensions they index; only a "
+                            f"consumer with {x.name}'s iteration space can be folded into it")
     missing = [iv.var.name for iv in c.iter_vars if iv.var not in dims]
     if missing:
         raise ScheduleError(f"{what}: block {c.name}'s iteration variable(s) "

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from math import prod
 
+from ...tir import dtype as dt
 from ...tir.expr import Var, binary, const
+from ...tir.functor import uses_var
 from ...tir.stmt import For
 from ..error import ScheduleError
+from ..state import collect_realizes
 from ..trace import LoopRV, instruction
 from .common import loop_dom, rebind
 
@@ -41,6 +44,11 @@ def split(sch, inputs, attrs, decision):
     if None in factors:
         factors[factors.index(None)] = -(-n // known)
     total = prod(factors)
+    limit = 2 ** (dt.bits(loop.loop_var.dtype) - 1) - 1
+    if total > limit:  # the loop variable would overflow: the kernel would never end
+        raise ScheduleError(f"split of loop {_name(loop)}: factors {factors} multiply to {total}, "
+                            f"more than its {loop.loop_var.dtype} variable counts to ({limit}); "
+                            f"use factors that multiply to about the extent {n}")
     if total < n:
         raise ScheduleError(f"split of loop {_name(loop)}: factors {factors} multiply to {total}, "
                             f"less than the loop's extent {n}; make them cover it, or pass None "
@@ -132,11 +140,34 @@ def reorder(sch, inputs, attrs, decision):
     new_chain = list(chain)
     for pos, x in zip(positions, loops):
         new_chain[pos] = x
+    _check_mixed_order(chain, new_chain, bottom)
     body = bottom.body
     for x in reversed(new_chain):
         body = For(x.loop_var, x.extent, x.kind, body, x.thread, x.annotations)
     sch.state.replace({top: body})
     return []
+
+
+def _check_mixed_order(chain, new_chain, bottom):
+    """Refuse to swap two loops driving one variable of a block when either also drives
+    both spatial and reduction variables (a fused loop, or a piece of one): the first
+    update of an element could then come before its init (which runs when the reduction
+    variables are at their first value)."""
+    for br in collect_realizes(bottom.body):
+        drives = {}
+        for lp in chain:
+            ivs = [iv for iv, v in zip(br.block.iter_vars, br.iter_values)
+                   if uses_var(v, {lp.loop_var})]
+            drives[id(lp)] = ({id(iv) for iv in ivs}, len({iv.kind for iv in ivs}) > 1)
+        for a in range(len(chain)):
+            for b in range(a + 1, len(chain)):
+                x, y = chain[a], chain[b]
+                (dx, mx), (dy, my) = drives[id(x)], drives[id(y)]
+                if (mx or my) and dx & dy and _index(new_chain, x) > _index(new_chain, y):
+                    raise ScheduleError(
+                        f"reorder: loops {_name(x)} and {_name(y)} both drive a variable of "
+                        f"block {br.block.name}, and one of them drives both its spatial and "
+                        "its reduction variables (a fused loop); their order must stay")
 
 
 def _contains(xs, x) -> bool:

@@ -10,7 +10,8 @@ rfactor(L, axis): for a reduction B over loop L,
 from __future__ import annotations
 
 from ...tir.buffer import Buffer
-from ...tir.expr import BufferLoad, Var, binary, const
+from ...tir.arith import Simplifier, eval_bound
+from ...tir.expr import Binary, BufferLoad, IntImm, Var, binary, const
 from ...tir.functor import substitute, uses_var
 from ...tir.stmt import TRUE, Block, BlockRealize, BufferStore, For, IterVar, seq
 from ..error import ScheduleError
@@ -18,6 +19,7 @@ from ..state import collect_realizes
 from ..trace import BlockRV, instruction
 from .blocks import blocks_in, reads_of, reduction_parts, refreshed, scope_stmts
 from .cache import _insert_at_scope, _unique_block_name
+from .common import loop_dom
 from .inline import add_alloc
 
 
@@ -57,14 +59,24 @@ def decompose_reduction(sch, inputs, attrs, decision):
         if uses_var(v, rvars):
             raise ScheduleError(f"{what}: a loop drives both spatial variable {iv.var.name} and a "
                                 f"reduction variable of block {b.name}; split them apart first")
+    repeat = _recomputing(loops[pos:], rvars, [v for _, v in spatial], loop_dom(loops))
+    if repeat:  # each recomputation of the block needs the init again
+        raise ScheduleError(f"{what}: block {b.name} is recomputed across the iterations of "
+                            f"loop(s) {', '.join(repeat)} (compute_at put it there); decompose "
+                            "at a loop inside them")
     below = [lp for lp in loops[pos:] if lp.loop_var not in rvars]
     fresh = {lp.loop_var: Var(lp.loop_var.name + "_init", lp.loop_var.dtype) for lp in below}
     new_ivs = [IterVar(Var(iv.var.name + "_init", iv.var.dtype), iv.extent, "S") for iv, _ in spatial]
     vmap = {iv.var: niv.var for (iv, _), niv in zip(spatial, new_ivs)}
     pred = TRUE
+    others = {lp.loop_var for lp in loops} - rvars
     for c in _conjuncts(br.predicate):
         if not uses_var(c, rvars):
             pred = binary("and", pred, substitute(c, fresh))
+        elif uses_var(c, others):  # the init would need the guard without its reduction part
+            raise ScheduleError(f"{what}: block {b.name}'s guard {c!r} ties its reduction loops "
+                                "to the others (a split of a fused loop); the init cannot be "
+                                "placed apart; split and fuse so that each loop is one kind")
     name = _unique_block_name(sch, f"{b.name}_init")
     init_block = refreshed(Block(name, tuple(new_ivs), (), (), substitute(b.init, vmap)))
     stmt = BlockRealize(tuple(substitute(v, fresh) for _, v in spatial), pred, init_block)
@@ -74,6 +86,55 @@ def decompose_reduction(sch, inputs, attrs, decision):
     loop = sch.state.loop(loop.loop_var).node
     sch.state.replace({loop: seq(stmt, loop)})
     return [sch._new(BlockRV, name)]
+
+
+def _recomputing(loops, rvars, spatial_values, dom) -> list:
+    """Names of the spatial `loops` along which the block computes some element more than
+    once: loops its variables do not depend on, or on which they depend in a way that is
+    not provably one-to-one (overlapping windows y*2 + ax, ax < 3; a // or %)."""
+    free = {lp.loop_var: lp.extent for lp in loops if lp.loop_var not in rvars and lp.extent > 1}
+    out = {v for v in free if not any(uses_var(e, {v}) for e in spatial_values)}
+    simp = Simplifier(dom)
+    for e in spatial_values:
+        terms = []
+        for atom, coef in simp.affine(e).terms.values():
+            if atom in free:
+                terms.append((abs(coef), free[atom], atom))
+            elif not isinstance(atom, Var):
+                out.update(v for v in free if uses_var(atom, {v}))
+        reach = 0
+        for coef, n, v in sorted(terms, key=lambda t: t[:2]):
+            if coef <= reach:  # overlaps the terms of smaller coefficients
+                out.add(v)
+            reach += coef * (n - 1)
+    return sorted(v.name for v in out)
+
+
+def _check_every_partial_computed(what, br, loops, loop):
+    """Each iteration of `loop` must compute its partial result (the last one too, under
+    the guard of a split that does not divide the extent): the final reduction reads them
+    all, and one never computed is never initialized either. Guards must be affine with
+    positive coefficients (then the last iteration is the one to check, and all of them
+    hold together with the other loops at 0); a // or % (a split of a fused loop) is not."""
+    last = {loop.loop_var: const(loop.extent - 1, loop.loop_var.dtype)}
+    others = loop_dom([lp for lp in loops if lp is not loop])
+    simp = Simplifier(loop_dom(loops))
+    for c in _conjuncts(br.predicate):
+        if not uses_var(c, {loop.loop_var}):
+            continue
+        ok = False
+        if isinstance(c, Binary) and c.op in ("<", "<="):
+            diff = binary("-", c.a, c.b)
+            terms = simp.affine(diff).terms.values()
+            low = eval_bound(substitute(diff, last), others, others)
+            ok = (all(isinstance(a, Var) and k > 0 for a, k in terms) and low is not None
+                  and isinstance(low[0], IntImm)
+                  and (low[0].value < 0 if c.op == "<" else low[0].value <= 0))
+        if not ok:
+            raise ScheduleError(f"{what}: under the guard {c!r} (a split that does not divide "
+                                f"the extent), the last iteration of loop {loop.loop_var.name} "
+                                "computes nothing, and the final reduction would read its "
+                                "partial result uninitialized; rfactor another loop")
 
 
 @instruction("RFactor", "rfactor", inputs=("loop",), attrs=("factor_axis",))
@@ -102,6 +163,7 @@ def rfactor(sch, inputs, attrs, decision):
         if iv.kind != "R" and uses_var(v, {lp.loop_var for lp in rloops}):
             raise ScheduleError(f"{what}: a loop drives both spatial variable {iv.var.name} and a "
                                 f"reduction variable of block {b.name}")
+    _check_every_partial_computed(what, br, loops, loop)
     y = store.buffer
     scope_block, stmts, pos = scope_stmts(sch, sch.state.block(b.name))
     for other in blocks_in(stmts[pos]):

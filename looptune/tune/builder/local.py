@@ -1,5 +1,8 @@
 """LocalBuilder: render C in the calling thread, then run the C compiler on many sources at
-once (each compile is its own process, so threads suffice); identical sources compile once."""
+once (each compile is its own process, so threads suffice); identical sources compile once.
+
+Only a BuildError (the compiler refused or timed out, or lowering cannot handle the
+schedule) becomes a failed result; any other exception is a bug in looptune and surfaces."""
 from __future__ import annotations
 
 import hashlib
@@ -25,7 +28,8 @@ class LocalBuilder(Builder):
     def render(self, inp: BuilderInput) -> tuple[str, str]:
         """(symbol, C source) of one input; override to change or inject code."""
         if inp.target.kind != "cpu":
-            raise NotImplementedError(f"building for {inp.target.kind} is not supported yet")
+            raise BuildError(f"building for {inp.target.kind} is not supported yet; use a cpu "
+                             "target")
         func = inp.func
         loops = inp.lowered if inp.lowered is not None else lower_loops(func)
         source = CRenderer().render(finish_lowering(loops, vector_bits=inp.target.vector_bits),
@@ -69,9 +73,8 @@ class LocalBuilder(Builder):
         t0 = time.perf_counter()
         try:
             symbol, source = self.render(inp)
-        except Exception as e:  # a lowering/codegen bug must not stop the batch
-            return BuilderResult(error_class="build_error",
-                                 error_msg=f"rendering C failed: {type(e).__name__}: {e}",
+        except BuildError as e:
+            return BuilderResult(error_class="build_error", error_msg=f"rendering C failed: {e}",
                                  build_secs=time.perf_counter() - t0)
         digest = hashlib.sha256(source.encode()).hexdigest()
         return symbol, source, digest, time.perf_counter() - t0
@@ -81,10 +84,6 @@ class LocalBuilder(Builder):
         try:
             path = compile_shared(source, name=name, timeout=self.timeout_s)
         except BuildError as e:
-            timed_out = e.timed_out
-            return {"error_class": "build_timeout" if timed_out else "build_error",
+            return {"error_class": "build_timeout" if e.timed_out else "build_error",
                     "error_msg": str(e), "secs": time.perf_counter() - t0}
-        except Exception as e:  # e.g. the cache directory is not writable
-            return {"error_class": "build_error", "error_msg": f"{type(e).__name__}: {e}",
-                    "secs": time.perf_counter() - t0}
         return {"path": str(path), "secs": time.perf_counter() - t0}

@@ -7,6 +7,7 @@ import dataclasses
 import warnings
 
 from ...tir.serialize import func_from_json
+from ..error import DatabaseWarning
 from .base import TuningRecord, Workload
 
 MAX_WARNINGS = 10  # per file or table: beyond this, one summary instead of a flood
@@ -75,9 +76,10 @@ class Skipper:
     def skip(self, where, reason: str) -> None:
         self.count += 1
         if self.count <= MAX_WARNINGS:
-            warnings.warn(f"{self.source}, {where}: skipped ({reason})", stacklevel=4)
+            warnings.warn(f"{self.source}, {where}: skipped ({reason})", DatabaseWarning,
+                          stacklevel=4)
 
     def done(self) -> None:
         if self.count > MAX_WARNINGS:
             warnings.warn(f"{self.source}: skipped {self.count - MAX_WARNINGS} more bad entries",
-                          stacklevel=3)
+                          DatabaseWarning, stacklevel=3)

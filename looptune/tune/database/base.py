@@ -17,6 +17,7 @@ from ...schedule import Schedule, ScheduleError, Trace
 from ...target import Target
 from ...tir.func import PrimFunc
 from ...tir.structural import structural_hash
+from ..error import DatabaseWarning, TuneError
 from ..registry import Registry
 
 RECORD_FORMAT_VERSION = 1
@@ -89,11 +90,12 @@ class TuningRecord:
     def from_json(obj: dict, workload: Workload) -> "TuningRecord":
         if obj.get("version") != RECORD_FORMAT_VERSION:
             raise ValueError(f"tuning record format {obj.get('version')!r} is not "
-                             f"{RECORD_FORMAT_VERSION}")
+                             f"{RECORD_FORMAT_VERSION}, the one this looptune reads (a record "
+                             "of another looptune version: read it with that version)")
         return TuningRecord(
             workload=workload,
             trace=Trace.from_json(obj["trace"]),
-            run_secs=None if obj["run_secs"] is None else tuple(float(x) for x in obj["run_secs"]),
+            run_secs=_run_secs(obj["run_secs"]),
             target=Target.from_json(obj["target"]),
             args_info=tuple(ArgInfo.from_json(a) for a in obj["args_info"]),
             measure=dict(obj.get("measure") or {}),
@@ -102,6 +104,19 @@ class TuningRecord:
             time=float(obj.get("time", 0.0)),
             sch_hash=obj.get("sch_hash"),
         )
+
+
+def _run_secs(values) -> tuple | None:
+    """Stored run times, which must be positive and finite: a record claiming 0 s, a
+    negative or a NaN time would otherwise rank first."""
+    if values is None:
+        return None
+    if not isinstance(values, list) or not values:
+        raise ValueError(f"run_secs must be a non-empty list of seconds, got {values!r}")
+    secs = tuple(float(x) for x in values)
+    if not all(0 < x < math.inf for x in secs):
+        raise ValueError(f"run_secs must be positive and finite, got {list(secs)}")
+    return secs
 
 
 # The measurement settings that change what a time means, with the value a record written
@@ -147,7 +162,7 @@ def workload_key(func: PrimFunc, module_equality: str = "structural") -> str:
     if module_equality == "anchor-block":
         from ...tir.anchor import anchor_key
         return anchor_key(func)
-    raise ValueError(f"unknown module_equality {module_equality!r}; use one of {MODULE_EQUALITIES}")
+    raise TuneError(f"unknown module_equality {module_equality!r}; use one of {MODULE_EQUALITIES}")
 
 
 class Database:
@@ -158,8 +173,8 @@ class Database:
 
     def __init__(self, module_equality: str = "structural"):
         if module_equality not in MODULE_EQUALITIES:
-            raise ValueError(f"unknown module_equality {module_equality!r}; use one of "
-                             f"{MODULE_EQUALITIES}")
+            raise TuneError(f"unknown module_equality {module_equality!r}; use one of "
+                            f"{MODULE_EQUALITIES}")
         self.module_equality = module_equality
 
     @classmethod
@@ -228,7 +243,8 @@ class Database:
                     rec.trace.apply_to_schedule(sch)
             except ScheduleError as e:
                 import warnings
-                warnings.warn(f"skipping a record of {func.name} whose trace does not replay: {e}")
+                warnings.warn(f"skipping a record of {func.name} whose trace does not replay: {e}",
+                              DatabaseWarning)
                 continue
             return sch
         return None

@@ -13,6 +13,7 @@ import json
 import os
 from pathlib import Path
 
+from ..error import DatabaseError
 from .base import Database, TuningRecord, Workload
 from ._view import Skipper, View
 
@@ -25,7 +26,11 @@ class JSONDatabase(Database):
     def __init__(self, work_dir, module_equality: str = "structural"):
         super().__init__(module_equality)
         self.work_dir = Path(work_dir)
-        self.work_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.work_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise DatabaseError(f"the work dir {work_dir} cannot be created ({e.strerror or e}); "
+                                "pass a directory this process can write") from None
         self.path_workload = self.work_dir / WORKLOAD_FILE
         self.path_tuning_record = self.work_dir / RECORD_FILE
         self._view: View | None = None
@@ -93,10 +98,10 @@ def _read_lines(path: Path, skipper: Skipper):
             continue
         try:
             obj = json.loads(raw)
-        except ValueError as err:  # JSONDecodeError and UnicodeDecodeError
+        except (ValueError, RecursionError) as err:  # also UnicodeDecodeError; too deep
             partial = lineno == data.count(b"\n") + 1
             skipper.skip(f"line {lineno}", f"{'partial last line' if partial else 'corrupt line'}"
-                                           f": {err}")
+                                           f": {type(err).__name__}: {err}")
             continue
         yield lineno, obj
 

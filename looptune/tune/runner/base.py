@@ -2,9 +2,11 @@
 honest timing, every failure classified."""
 from __future__ import annotations
 
+import numbers
 from dataclasses import asdict, dataclass
 
 from ...runtime.ndarray import NUMPY_OFFSETS
+from ..error import TuneError
 from ..registry import Registry
 
 
@@ -29,6 +31,17 @@ class EvaluatorConfig:
     arg_offsets: tuple | None = NUMPY_OFFSETS
 
     def __post_init__(self):
+        for name in ("number", "repeat"):
+            n = getattr(self, name)
+            if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+                raise TuneError(f"EvaluatorConfig: {name} must be a whole number >= 1, got {n!r}")
+        t = self.num_threads
+        if t is not None and (isinstance(t, bool) or not isinstance(t, numbers.Integral) or t < 1):
+            raise TuneError(f"EvaluatorConfig: num_threads must be a whole number >= 1 (or None: "
+                            f"the target's cores), got {t!r}")
+        if not isinstance(self.min_repeat_ms, numbers.Real) or not self.min_repeat_ms >= 0:
+            raise TuneError(f"EvaluatorConfig: min_repeat_ms must be a number >= 0, got "
+                            f"{self.min_repeat_ms!r}")
         if self.arg_offsets is not None:  # a JSON list back to a tuple
             object.__setattr__(self, "arg_offsets", tuple(int(x) for x in self.arg_offsets))
 

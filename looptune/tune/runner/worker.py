@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import resource
 import signal
 import threading
 import time
@@ -145,6 +146,8 @@ def main(fd: int, parent_pid: int) -> None:
     """Entry point of the worker process: serve requests on the socket `fd`."""
     conn = Connection(fd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the tuner's to handle
+    # a candidate that crashes leaves no core file (one per crash, as large as this process)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
     threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
     timer_lib()  # compile (or load) the timing library before the first deadline starts
     conn.send(("ready", None))

@@ -8,10 +8,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ...runtime.compiler import compiler_version
+from ...runtime.error import BuildError
 from ...runtime.module import ArgInfo
 from ...build import written_params
 from ..builder.base import BuilderInput
 from ..database.base import TuningRecord
+from ..error import TuneError
 from ..progress import Progress
 from ..registry import Registry
 from ...schedule.primitives.layout import PACKED
@@ -53,8 +55,8 @@ class TaskScheduler:
         measurement is committed as soon as it is made. Returns the task states."""
         weights = list(task_weights) if task_weights is not None else [1.0] * len(contexts)
         if len(weights) != len(contexts) or any(not w > 0 for w in weights):
-            raise ValueError(f"task_weights must be one positive number per task ({len(contexts)} "
-                             f"tasks), got {weights}")
+            raise TuneError(f"task_weights must be one positive number per task ({len(contexts)} "
+                            f"tasks), got {weights}")
         self.tasks = [TaskState(c, w) for c, w in zip(contexts, weights)]
         self.max_trials_global = max_trials_global
         self.start = time.time()
@@ -134,7 +136,7 @@ class TaskScheduler:
         if check:
             ref = builder.build([BuilderInput(ctx.func, ctx.target, {"trace": "unscheduled"})])[0]
             if not ref.ok:
-                raise RuntimeError(f"the unscheduled {ctx.task_name} does not build: {ref.error_msg}")
+                raise BuildError(f"the unscheduled {ctx.task_name} does not build: {ref.error_msg}")
             t.reference = (ref.artifact, ref.symbol)
 
     def _measure(self, task: TaskState, cands, builder, runner, database, evaluator,

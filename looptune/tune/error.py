@@ -1,0 +1,16 @@
+"""The errors (and the warning) of the tuning layer that callers are meant to catch."""
+
+
+class TuneError(ValueError):
+    """A tuning request that cannot run as given: a bad budget, an unknown strategy, cost
+    model or scheduler, a work dir that cannot be written. The message says what to change."""
+
+
+class DatabaseError(TuneError):
+    """A database that cannot be opened or written: not a looptune database, damaged, or from
+    a newer looptune. A failed open changes nothing in the file."""
+
+
+class DatabaseWarning(UserWarning):
+    """A stored record or workload was skipped (corrupt, truncated, from another format, or
+    a trace that no longer replays); everything else in the database is used."""
