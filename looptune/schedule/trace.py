@@ -57,6 +57,7 @@ class InstructionKind:
     attrs: tuple = ()
     pure: bool = False       # changes no IR (lookups, sampling): dead if its outputs are unused
     sampling: bool = False   # has a decision
+    list_outputs: bool = False  # its outputs are a list, even of one (`l0, = sch.get_loops(b)`)
     postproc: bool = False   # the marker after which postprocessing instructions follow
 
 
@@ -70,11 +71,12 @@ def register_instruction(kind: InstructionKind) -> InstructionKind:
     return kind
 
 
-def instruction(name: str, method: str, *, inputs=(), attrs=(), pure=False, sampling=False):
+def instruction(name: str, method: str, *, inputs=(), attrs=(), pure=False, sampling=False,
+                list_outputs=False):
     """Decorator registering `fn(sch, inputs, attrs, decision)` as instruction `name`."""
     def deco(fn):
         register_instruction(InstructionKind(name, method, fn, tuple(inputs), tuple(attrs),
-                                             pure, sampling))
+                                             pure, sampling, list_outputs))
         return fn
     return deco
 
@@ -134,14 +136,9 @@ def _format(inst: Instruction, decision, names: _RVNames, *, python: bool) -> st
     if not inst.outputs:
         return call
     outs = ", ".join(names(o) for o in inst.outputs)
-    if len(inst.outputs) == 1 and kind.name in _LIST_OUTPUTS:
+    if len(inst.outputs) == 1 and kind.list_outputs:
         outs += ","
     return f"{outs} = {call}"
-
-
-# instructions whose outputs are a list even when it has one element
-_LIST_OUTPUTS = {"GetLoops", "Split", "GetChildBlocks", "GetProducers", "GetConsumers",
-                 "SamplePerfectTile", "SampleTile"}
 
 
 class Trace:

@@ -14,4 +14,4 @@ __all__ = [
 ]
 
 # last: the operator library imports looptune.te itself, which is complete by now
-from . import ops  # noqa: E402
+from . import ops  # noqa: E402, F401

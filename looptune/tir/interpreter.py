@@ -174,7 +174,8 @@ def _erf(x):
 
 
 def _env():
-    env = {"np": np, "math": math, "_product": itertools.product, "_tdiv": _tdiv, "_tmod": _tmod, "_fdiv": _fdiv, "_erf": _erf}
+    env = {"np": np, "math": math, "_product": itertools.product, "_tdiv": _tdiv,
+           "_tmod": _tmod, "_fdiv": _fdiv, "_erf": _erf}
     for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32",
                  "float64"):
         t = getattr(np, name if name != "bool" else "bool_")

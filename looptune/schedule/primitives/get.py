@@ -16,13 +16,14 @@ def get_block(sch, inputs, attrs, decision):
     return [sch._new(BlockRV, name)]
 
 
-@instruction("GetLoops", "get_loops", inputs=("block",), pure=True)
+@instruction("GetLoops", "get_loops", inputs=("block",), pure=True, list_outputs=True)
 def get_loops(sch, inputs, attrs, decision):
     entry = sch._block(inputs[0])
     return [sch._new(LoopRV, p.loop_var) for p in entry.parents if isinstance(p, For)]
 
 
-@instruction("GetChildBlocks", "get_child_blocks", inputs=("block_or_loop",), pure=True)
+@instruction("GetChildBlocks", "get_child_blocks", inputs=("block_or_loop",), pure=True,
+             list_outputs=True)
 def get_child_blocks(sch, inputs, attrs, decision):
     entry = sch._loop_or_block(inputs[0])
     node = entry.node
@@ -51,13 +52,13 @@ def consumers_of(sch, name: str) -> list:
             if br.block.name != name and any(r.buffer in writes for r in br.block.reads)]
 
 
-@instruction("GetProducers", "get_producers", inputs=("block",), pure=True)
+@instruction("GetProducers", "get_producers", inputs=("block",), pure=True, list_outputs=True)
 def get_producers(sch, inputs, attrs, decision):
     name = sch._rv[inputs[0]] if sch._block(inputs[0]) else None
     return [sch._new(BlockRV, b.name) for b in producers_of(sch, name)]
 
 
-@instruction("GetConsumers", "get_consumers", inputs=("block",), pure=True)
+@instruction("GetConsumers", "get_consumers", inputs=("block",), pure=True, list_outputs=True)
 def get_consumers(sch, inputs, attrs, decision):
     name = sch._rv[inputs[0]] if sch._block(inputs[0]) else None
     return [sch._new(BlockRV, b.name) for b in consumers_of(sch, name)]

@@ -21,7 +21,7 @@ def _name(loop: For) -> str:
     return loop.loop_var.name
 
 
-@instruction("Split", "split", inputs=("loop", "+factors"))
+@instruction("Split", "split", inputs=("loop", "+factors"), list_outputs=True)
 def split(sch, inputs, attrs, decision):
     entry = sch._loop(inputs[0])
     loop = entry.node

@@ -41,7 +41,7 @@ def sample_tile(rand, extent: int, n: int, max_innermost_factor: int) -> tuple:
 
 
 @instruction("SamplePerfectTile", "sample_perfect_tile", inputs=("loop",),
-             attrs=("n", "max_innermost_factor"), pure=True, sampling=True)
+             attrs=("n", "max_innermost_factor"), pure=True, sampling=True, list_outputs=True)
 def sample_perfect_tile(sch, inputs, attrs, decision):
     loop = sch._loop(inputs[0]).node
     n, max_inner = attrs
@@ -113,7 +113,7 @@ def check_partitioned_tile(decision, extent: int, n: int) -> bool:
 
 
 @instruction("SampleTile", "sample_tile", inputs=("loop",), attrs=("n", "max_innermost_factor"),
-             pure=True, sampling=True)
+             pure=True, sampling=True, list_outputs=True)
 def sample_tile_instruction(sch, inputs, attrs, decision):
     loop = sch._loop(inputs[0]).node
     n, max_inner = attrs
