@@ -7,6 +7,9 @@ import json
 from dataclasses import dataclass
 from typing import Callable
 
+from ..registry import Registry
+from .error import ScheduleError
+
 # 2: sample_compute_location's decision indexes the loops the consumers share (1: the legal
 #    ones), and sample_tile exists
 TRACE_FORMAT_VERSION = 2
@@ -61,14 +64,13 @@ class InstructionKind:
     postproc: bool = False   # the marker after which postprocessing instructions follow
 
 
-INSTRUCTIONS: dict[str, InstructionKind] = {}
+INSTRUCTIONS = Registry("instruction kind", error=ScheduleError)
 
 
 def register_instruction(kind: InstructionKind) -> InstructionKind:
     if kind.name in INSTRUCTIONS:
         raise ValueError(f"instruction kind {kind.name} is already registered")
-    INSTRUCTIONS[kind.name] = kind
-    return kind
+    return INSTRUCTIONS.add(kind.name, kind)
 
 
 def instruction(name: str, method: str, *, inputs=(), attrs=(), pure=False, sampling=False,

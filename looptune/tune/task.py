@@ -15,31 +15,24 @@ from __future__ import annotations
 from typing import Callable
 
 from .. import te
+from ..registry import Registry
 from ..target import Target
 from .database.base import Database
 from .tune import _database, compile_tir, tune_tir
 
-WORKLOADS: dict[str, Callable] = {}
+WORKLOADS = Registry("workload", error=KeyError,
+                     hint=" (decorate a function with @register_workload)")
 
 
 def register_workload(fn: Callable | None = None, *, name: str | None = None):
     """Decorator: make `fn(*args) -> [inputs..., outputs...]` (te tensors) a named workload."""
     def deco(f):
-        key = name or f.__name__
-        if key in WORKLOADS and WORKLOADS[key] is not f:
-            raise ValueError(f"workload {key!r} is already registered")
-        WORKLOADS[key] = f
-        return f
+        return WORKLOADS.add(name or f.__name__, f)
     return deco(fn) if fn is not None else deco
 
 
 def get_workload(name: str) -> Callable:
-    try:
-        return WORKLOADS[name]
-    except KeyError:
-        raise KeyError(f"no workload {name!r} is registered; registered: "
-                       f"{', '.join(sorted(WORKLOADS)) or 'none'} (decorate a function with "
-                       "@register_workload)") from None
+    return WORKLOADS.lookup(name)
 
 
 class Task:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ... import te
+from ...registry import Registry
 from ..ir import GraphError, TensorType
 
 KINDS = ("anchor", "reduction", "elementwise", "injective", "view")
@@ -61,23 +62,17 @@ class GraphOp:
         return TensorType(out.shape, out.dtype)
 
 
-GRAPH_OPS: dict[str, GraphOp] = {}
+GRAPH_OPS = Registry("operator", error=GraphError)
 
 
 def register_graph_op(op: GraphOp) -> GraphOp:
     if op.name in GRAPH_OPS:
         raise ValueError(f"graph op {op.name!r} is already registered")
-    GRAPH_OPS[op.name] = op
-    return op
+    return GRAPH_OPS.add(op.name, op)
 
 
 def get_graph_op(name: str, node: str | None = None) -> GraphOp:
-    op = GRAPH_OPS.get(name)
-    if op is None:
-        where = f"node {node}: " if node else ""
-        raise GraphError(f"{where}unknown operator {name!r}; the graph IR knows "
-                         f"{', '.join(sorted(GRAPH_OPS))}")
-    return op
+    return GRAPH_OPS.lookup(name, f"node {node}: " if node else "")
 
 
 def graph_op(name: str, kind: str, attrs: tuple = (), ref: Callable | None = None):

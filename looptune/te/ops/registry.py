@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+from ...registry import Registry
 from ..tensor import TEError
 
 
@@ -27,21 +28,17 @@ class OpDef:
         object.__setattr__(self, "defaults", MappingProxyType(dict(self.defaults)))
 
 
-OPS: dict[str, OpDef] = {}
+OPS = Registry("operator", error=TEError)
 
 
 def register_op(opdef: OpDef) -> OpDef:
     if opdef.name in OPS:
         raise TEError(f"operator {opdef.name!r} is already registered")
-    OPS[opdef.name] = opdef
-    return opdef
+    return OPS.add(opdef.name, opdef)
 
 
 def get_op(name: str) -> OpDef:
-    try:
-        return OPS[name]
-    except KeyError:
-        raise TEError(f"unknown operator {name!r}; known: {', '.join(sorted(OPS))}") from None
+    return OPS.lookup(name)
 
 
 def workload(name: str, **overrides):
