@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 import weakref
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from pathlib import Path
 
 import numpy as np
+
+from ..runtime.child import start_child, stop_child
 
 _BOOT = ("import sys; from looptune.testing.sandbox import serve; "
          "serve(int(sys.argv[1]), int(sys.argv[2]))")
@@ -118,33 +117,12 @@ def _death_message(proc) -> str:
     return f"the kernel's process exited (exit code {rc})"
 
 
-def _stop(proc, conn) -> None:
-    try:
-        conn.send(None)
-    except OSError:
-        pass
-    try:
-        proc.wait(timeout=2.0)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    conn.close()
-
-
 class _Child:
     def __init__(self):
-        ours, theirs = socket.socketpair()
-        root = str(Path(__file__).resolve().parents[2])  # so an uninstalled checkout works
-        env = {**os.environ, "OMP_WAIT_POLICY": "passive",  # idle threads sleep, not spin
-               "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH"))
-                                             if p)}
-        with theirs:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, str(theirs.fileno()), str(os.getpid())],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
-        self.conn = Connection(ours.detach())
+        # idle OpenMP threads sleep, not spin
+        self.proc, self.conn = start_child(_BOOT, {"OMP_WAIT_POLICY": "passive"})
         self.served = 0
-        self._finalizer = weakref.finalize(self, _stop, self.proc, self.conn)
+        self._finalizer = weakref.finalize(self, stop_child, self.proc, self.conn)
         if not self.conn.poll(START_TIMEOUT_S):
             self.stop(kill=True)
             raise RuntimeError(f"the kernel sandbox did not start within {START_TIMEOUT_S:g} s")

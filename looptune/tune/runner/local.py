@@ -2,15 +2,12 @@
 worker.py), replaced whenever a kernel crashes it or runs past its deadline."""
 from __future__ import annotations
 
-import os
 import signal
-import socket
 import subprocess
 import sys
 import weakref
-from multiprocessing.connection import Connection
-from pathlib import Path
 
+from ...runtime.child import start_child, stop_child
 from .base import EvaluatorConfig, Runner, RunnerInput, RunnerResult
 
 START_TIMEOUT_S = 120.0  # importing numpy + looptune and compiling the timer library once
@@ -40,39 +37,17 @@ def _death_message(returncode) -> str:
     return f"the measurement worker exited unexpectedly (exit code {returncode})"
 
 
-def _stop(proc: subprocess.Popen, conn: Connection) -> None:
-    try:
-        conn.send(None)  # ask politely; a hung worker is killed below
-    except OSError:
-        pass
-    try:
-        proc.wait(timeout=2.0)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    conn.close()
-
-
 class _WorkerProcess:
     """One worker process and our end of its socket; stopped (and reaped) on stop(), when
     garbage-collected, or at interpreter exit. The worker exits by itself if we die."""
 
     def __init__(self):
-        ours, theirs = socket.socketpair()
-        root = str(Path(__file__).resolve().parents[3])  # so an uninstalled checkout works
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-        with theirs:
-            try:
-                self.proc = subprocess.Popen(
-                    [sys.executable, "-c", _BOOT, str(theirs.fileno()), str(os.getpid())],
-                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
-            except OSError as e:
-                ours.close()
-                raise _WorkerLost("run_error", f"cannot start {sys.executable}: {e}") from None
-        self.conn = Connection(ours.detach())
+        try:
+            self.proc, self.conn = start_child(_BOOT)
+        except OSError as e:
+            raise _WorkerLost("run_error", f"cannot start {sys.executable}: {e}") from None
         self.served = 0
-        self._finalizer = weakref.finalize(self, _stop, self.proc, self.conn)
+        self._finalizer = weakref.finalize(self, stop_child, self.proc, self.conn)
 
     def alive(self) -> bool:
         return self.proc.poll() is None

@@ -1,0 +1,44 @@
+"""Child interpreters that run kernels for the tuner's runner and the fuzzer's sandbox: a
+fresh `python -c boot fd parent_pid` connected by a socket (it imports only looptune, and
+an uninstalled checkout works), and a stop that asks politely, then kills and reaps."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def start_child(boot: str, env: dict | None = None) -> tuple:
+    """(process, our end of its socket) for a child running `boot`; OSError if it cannot
+    start."""
+    ours, theirs = socket.socketpair()
+    env = {**os.environ, **(env or {}),
+           "PYTHONPATH": os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}
+    with theirs:
+        try:
+            proc = subprocess.Popen([sys.executable, "-c", boot, str(theirs.fileno()),
+                                     str(os.getpid())],
+                                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                    env=env)
+        except OSError:
+            ours.close()
+            raise
+    return proc, Connection(ours.detach())
+
+
+def stop_child(proc: subprocess.Popen, conn: Connection) -> None:
+    try:
+        conn.send(None)  # ask politely; a hung child is killed below
+    except OSError:
+        pass
+    try:
+        proc.wait(timeout=2.0)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    conn.close()
