@@ -152,3 +152,43 @@ def test_search_stops_evolving_once_it_took_its_share_of_the_time(monkeypatch):
     run(small(), 32, MemoryDatabase(), EvolutionarySearch(cost_model="random", **SMALL))
     assert len(generations) == 4 * SMALL["genetic_num_iters"]  # 4 batches of 8
     assert capped <= SMALL["genetic_num_iters"] + 1  # the first batch only (and maybe one)
+
+
+def _tiles(trace):
+    from looptune.tune.search_strategy.space import DesignSpace
+    space = DesignSpace(trace)
+    return [d for p, d in space.decisions_of(trace).items() if space.tags[p] == "tile"]
+
+
+def test_a_tasks_best_decisions_are_tried_by_its_look_alike_tasks(monkeypatch):
+    # matmul and matmul_add of one shape tile the same loops: a new best of one is offered
+    # to the other, which measures those tile decisions in its next batch
+    offered, tried = [], []
+    real = EvolutionarySearch._with_transfers
+
+    def spy(self, picks, n):
+        offers = list(self._offers)
+        out = real(self, picks, n)
+        if offers:
+            offered.append([_tiles(t) for t in offers])
+            tried.append(_tiles(out[0].candidate.sch.trace))
+        return out
+
+    strategies = {}
+    real_pre = EvolutionarySearch.pre_tuning
+
+    def pre(self, **kw):
+        strategies[self.context.task_name] = self
+        return real_pre(self, **kw)
+
+    monkeypatch.setattr(EvolutionarySearch, "_with_transfers", spy)
+    monkeypatch.setattr(EvolutionarySearch, "pre_tuning", pre)
+    funcs = {"mm": small("matmul"), "mm_add": small("matmul_add"), "other": small(M=32, N=64, K=64)}
+    tune_tir(funcs, "cpu", database=MemoryDatabase(), max_trials_global=48, seed=0,
+             num_trials_per_iter=8, strategy=EvolutionarySearch(cost_model="random", **SMALL),
+             builder=FakeBuilder(), runner=FakeRunner(), check_correctness=False,
+             progress=False, task_scheduler="round-robin")
+    assert strategies["mm"].signature() == strategies["mm_add"].signature()
+    assert strategies["other"].signature() != strategies["mm"].signature()
+    assert offered and all(t in o for t, o in zip(tried, offered))
+    assert not strategies["other"]._offers

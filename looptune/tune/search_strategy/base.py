@@ -48,3 +48,13 @@ class SearchStrategy:
 
     def post_tuning(self) -> None:
         pass
+
+    # ------------------------------------------------------------------ transfer between tasks
+    def signature(self):
+        """A hashable description of this task's design space such that another task with
+        the same signature can try this task's decisions (e.g. the same convolution with a
+        different fused epilogue); None: this strategy takes no offers."""
+        return None
+
+    def offer(self, trace) -> None:
+        """Another task with the same signature found a new best schedule (`trace`)."""

@@ -72,6 +72,8 @@ class EvolutionarySearch(SearchStrategy):
         usable = [r for r in records if not r.measure.get("aborted_early")]
         self.measured_records = sorted((r for r in usable if r.ok), key=lambda r: r.median_secs)
         self._learn_from_records(usable)
+        self._offers: list = []
+        self._signature = self._tile_extents()
 
     def generate_measure_candidates(self):
         n = min(self.per_iter, self.max_trials - self.trials)
@@ -88,6 +90,7 @@ class EvolutionarySearch(SearchStrategy):
             return None
         best = self.evolve(population, n)
         picks = self.pick_eps_greedy(best, population, n)
+        picks = self._with_transfers(picks, n)
         for p in picks:
             self.seen.add(p.candidate.sch_hash)
         self.trials += len(picks)
@@ -186,6 +189,49 @@ class EvolutionarySearch(SearchStrategy):
                     hashes.add(p.candidate.sch_hash)
         return picks
 
+    # ------------------------------------------------------------------ transfer between tasks
+    def signature(self):
+        """The extents of the loops the tile-sampling instructions split, in order."""
+        return self._signature
+
+    def offer(self, trace) -> None:
+        self._offers.append(trace)
+
+    def _tile_extents(self):
+        for space in self.spaces:
+            try:
+                point = replay(space, self.context.func, 0)
+            except ScheduleError:
+                continue
+            tiles = tuple(point.info[p] for p, tag in space.tags.items() if tag == "tile")
+            return (len(self.spaces), tiles) if tiles else None
+        return None
+
+    def _with_transfers(self, picks: list, n: int) -> list:
+        """Put the offered schedules (another task's best decisions, replayed on this task's
+        design spaces) first in the batch, up to a quarter of it."""
+        offers, self._offers = self._offers, []
+        if not offers:
+            return picks
+        moved = []
+        for trace in reversed(offers):  # the newest best first
+            foreign = DesignSpace(trace)
+            theirs = _by_tag(foreign, foreign.decisions_of(trace))
+            for space in self.spaces:
+                mapped = {}
+                for tag, positions in _by_tag(space, {p: p for p in space.tags}).items():
+                    mapped.update(zip(positions, theirs.get(tag, ())))
+                point = self._try(lambda: replay(space, self.context.func, self._seed(),
+                                                 decisions=mapped))
+                if point is not None and point.candidate.sch_hash not in self.seen:
+                    self.seen.add(point.candidate.sch_hash)
+                    moved.append(point)
+            if len(moved) >= max(1, n // 4):
+                break
+        moved = moved[:max(1, n // 4)]
+        hashes = {p.candidate.sch_hash for p in moved}
+        return moved + [p for p in picks if p.candidate.sch_hash not in hashes][:n - len(moved)]
+
     # ------------------------------------------------------------------ helpers
     def _next_generation(self, population: list, scores) -> list:
         weights = np.asarray(scores, dtype=np.float64)
@@ -274,3 +320,13 @@ class EvolutionarySearch(SearchStrategy):
                       f"{sum(self.failures.values())} samples ({why or 'no design space'}); "
                       "check the schedule rules and postprocessors for this workload",
                       stacklevel=2)
+
+
+def _by_tag(space: DesignSpace, decisions: dict) -> dict:
+    """tag -> the decisions of that tag's sampling instructions, in trace order (for a
+    position-free match between two design spaces)."""
+    out: dict = {}
+    for pos, tag in space.tags.items():
+        if pos in decisions:
+            out.setdefault(tag, []).append(decisions[pos])
+    return out

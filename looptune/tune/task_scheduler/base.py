@@ -32,6 +32,7 @@ class TaskState:
     reference: tuple | None = None   # (artifact, symbol) of the unscheduled program
     args_info: tuple = ()
     measured: dict = field(default_factory=dict)  # source hash -> RunnerResult
+    best_trace: object = None        # the trace of the best comparable record
 
 
 class TaskScheduler:
@@ -71,6 +72,8 @@ class TaskScheduler:
             for t in self.tasks:
                 self._prepare(t, database, builder, per_task, num_trials_per_iter,
                               check_correctness, evaluator)
+            for t in self.tasks:
+                self._share_best(t)
         try:
             while not self._out_of_budget():
                 tid = self.next_task_id()
@@ -82,8 +85,11 @@ class TaskScheduler:
                 if not cands:
                     task.done = True
                     continue
+                best_before = task.best_secs
                 results = self._measure(task, cands, builder, runner, database, evaluator,
                                         abort_ratio)
+                if task.best_secs < best_before:
+                    self._share_best(task)
                 with self._phase("search"):
                     task.context.search_strategy.notify_runner_results(cands, results)
                 for cb in measure_callbacks:
@@ -94,6 +100,20 @@ class TaskScheduler:
             for t in self.tasks:
                 t.context.search_strategy.post_tuning()
         return self.tasks
+
+    def _share_best(self, task: TaskState) -> None:
+        """Offer a task's best schedule to the tasks whose design spaces look the same (the
+        same loops tiled, e.g. one convolution with different fused epilogues): each tries
+        those decisions in its next batch."""
+        if task.best_trace is None:
+            return
+        sig = task.context.search_strategy.signature()
+        if sig is None:
+            return
+        for other in self.tasks:
+            if other is not task and not other.done \
+                    and other.context.search_strategy.signature() == sig:
+                other.context.search_strategy.offer(task.best_trace)
 
     @contextmanager
     def _phase(self, name: str):
@@ -125,7 +145,9 @@ class TaskScheduler:
         t.failures = sum(not r.ok for r in done)
         settings = evaluator.to_json()
         comparable = [r for r in done if all(r.measure.get(k) == v for k, v in settings.items())]
-        t.best_secs = min((r.median_secs for r in comparable), default=math.inf)
+        best = min(comparable, key=lambda r: r.median_secs, default=None)
+        if best is not None and best.ok:
+            t.best_secs, t.best_trace = best.median_secs, best.trace
         written = written_params(ctx.func)
         t.args_info = tuple(ArgInfo(b.name, b.shape, b.dtype, b in written) for b in ctx.func.params)
         seen = {r.sch_hash for r in done if r.sch_hash}
@@ -177,7 +199,8 @@ class TaskScheduler:
                 database.commit_tuning_record(record)
             task.trials += 1
             if record.ok:
-                task.best_secs = min(task.best_secs, record.median_secs)
+                if record.median_secs < task.best_secs:
+                    task.best_secs, task.best_trace = record.median_secs, record.trace
             else:
                 task.failures += 1
             results.append(res)
