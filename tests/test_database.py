@@ -232,6 +232,22 @@ def test_json_partial_last_line(tmp_path, rng):
     assert got == [r.measure["i"] for r in recs] and len(msgs) == 1
 
 
+def test_json_disk_full_undoes_the_partial_line_and_keeps_the_records(tmp_path, rng, monkeypatch):
+    from looptune.tune.database import json as json_db
+    from looptune.tune.error import DatabaseError
+    recs, path = _json_db_with_records(tmp_path, rng, n=4)
+    before = path.read_bytes()
+    db = JSONDatabase(tmp_path)
+    real_write = os.write
+    monkeypatch.setattr(json_db.os, "write", lambda fd, data: real_write(fd, data[:len(data) // 2]))
+    with pytest.raises(DatabaseError, match="free disk space"):
+        db.commit_tuning_record(recs[0])
+    monkeypatch.setattr(json_db.os, "write", real_write)
+    assert path.read_bytes() == before  # the half-written line is gone
+    db, got, msgs = _reopen_with_warnings(tmp_path)
+    assert got == [r.measure["i"] for r in recs] and not msgs
+
+
 def test_json_garbage_lines(tmp_path, rng):
     recs, path = _json_db_with_records(tmp_path, rng)
     lines = path.read_bytes().split(b"\n")[:-1]

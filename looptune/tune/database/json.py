@@ -108,15 +108,30 @@ def _read_lines(path: Path, skipper: Skipper):
 
 def _append_line(path: Path, obj: dict) -> None:
     """Append one line with a single write. If a killed writer left a partial last line, the
-    new line starts on a fresh line so only the partial one is lost."""
+    new line starts on a fresh line so only the partial one is lost. A write that fails (disk
+    full, read-only file) is undone and raises DatabaseError; earlier lines are untouched."""
     data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise DatabaseError(f"cannot open {path} to add a record ({e.strerror or e}); make the "
+                            "work dir writable or choose another one") from None
+    size = None
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
         n = os.write(fd, data)
         if n != len(data):
-            raise OSError(f"{path}: wrote {n} of {len(data)} bytes of a database line (disk full?)")
+            raise OSError(28, "No space left on device (short write)")
+    except OSError as e:
+        if size is not None:
+            try:
+                os.ftruncate(fd, size)  # drop the partial line
+            except OSError:
+                pass
+        raise DatabaseError(f"cannot add a record to {path} ({e.strerror or e}); free disk "
+                            "space or choose another work dir: the records already stored are "
+                            "kept") from None
     finally:
         os.close(fd)
