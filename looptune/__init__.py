@@ -11,7 +11,13 @@ _LAZY = {"from_torch": "frontend", "from_onnx": "frontend", "extract_tasks": "gr
          "tune_model": "graph", "compile_model": "graph", "load": "graph"}
 
 
+_SUBMODULES = ("autotvm", "template")  # template-based tuning, imported on first use
+
+
 def __getattr__(name):
+    if name in _SUBMODULES:
+        import importlib
+        return importlib.import_module(f".{name}", __name__)
     if name in _LAZY:
         import importlib
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)

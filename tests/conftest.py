@@ -1,6 +1,6 @@
 """Test tiers: pure Python (no marker), `cc` (needs a C compiler), `gpu` (needs an NVIDIA
-GPU); `slow` tests are skipped when CI=true. Kernels compiled by tests go to a per-session
-cache directory unless LOOPTUNE_CACHE_DIR is set."""
+GPU), `browser` (needs a headless Chromium); `slow` tests are skipped when CI=true. Kernels
+compiled by tests go to a per-session cache directory unless LOOPTUNE_CACHE_DIR is set."""
 from __future__ import annotations
 
 import os
@@ -27,6 +27,11 @@ def _have_gpu() -> bool:
         return False
 
 
+def chromium() -> str | None:
+    """The Chromium executable, or None."""
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
 def pytest_configure(config):
     if "LOOPTUNE_CACHE_DIR" not in os.environ:
         import tempfile
@@ -36,12 +41,15 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     have_cc = _have_cc()
     have_gpu = _have_gpu()
+    have_browser = chromium() is not None
     in_ci = os.environ.get("CI", "").lower() in ("1", "true", "yes")
     for item in items:
         if "cc" in item.keywords and not have_cc:
             item.add_marker(pytest.mark.skip(reason="no C compiler (set CC)"))
         if "gpu" in item.keywords and not have_gpu:
             item.add_marker(pytest.mark.skip(reason="no NVIDIA GPU"))
+        if "browser" in item.keywords and not have_browser:
+            item.add_marker(pytest.mark.skip(reason="no chromium (apt-get install chromium)"))
         if "slow" in item.keywords and in_ci:
             item.add_marker(pytest.mark.skip(reason="slow; skipped in CI (run locally)"))
 

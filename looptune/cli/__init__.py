@@ -15,6 +15,7 @@ EXAMPLES = """examples:
   looptune tune my_ops.py:gemm --args 512 512 512 --trials 64
   looptune db list
   looptune db best matmul
+  looptune report looptune-work --html report.html
   looptune tune-model model.onnx --trials 512 --work-dir resnet-work
   looptune run model.onnx --work-dir resnet-work
 """
@@ -56,6 +57,19 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--work-dir", default="looptune-work")
     d.add_argument("--limit", type=int, default=20, help="records to show (default 20)")
     sub.add_parser("ops", help="list the built-in operators and their default shapes")
+    rp = sub.add_parser("report", help="report on a tuning database: curves, latencies, "
+                        "trials to 90/95/99%% of the best, the best schedules",
+                        description="For every task in a work dir's database: best-so-far "
+                        "curves against trials and wall time (one line per run or strategy), "
+                        "a histogram of measured latencies, trials to 90/95/99%% of the best "
+                        "and the best schedule as code. Prints a summary; --png and --html "
+                        "need matplotlib (pip install 'looptune[plot]').")
+    rp.add_argument("work_dir", help="a work dir (or an SQLite database file)")
+    rp.add_argument("--html", help="write a self-contained HTML page here")
+    rp.add_argument("--png", help="write every task's figures into one PNG here")
+    rp.add_argument("--by", default="auto", choices=["auto", "run", "strategy"],
+                    help="one line per run, or per strategy (the median over its runs); "
+                    "auto: per strategy past 8 runs (default)")
     m = sub.add_parser("tune-model", help="tune every task of an ONNX model",
                        description="Import an ONNX model, fuse it, tune its distinct tasks "
                        "under one budget (weighted by how often each runs), and compare the "
@@ -94,6 +108,9 @@ def dispatch(args) -> int:
     if args.cmd == "run":
         from .model import run_cmd
         return run_cmd(args)
+    if args.cmd == "report":
+        from .report import run as report
+        return report(args)
     if args.cmd == "ops":
         from ..te.ops import OPS
         for name, op in sorted(OPS.items()):

@@ -9,12 +9,11 @@ from .tune import CLIError
 
 
 def open_database(work_dir: str):
-    from ..tune.database import JSONDatabase, SQLiteDatabase
+    """The database of a work dir (or an SQLite file)."""
+    from ..tune.database import open_work_dir
     d = Path(work_dir)
-    if (d / "database.sqlite").exists():
-        return SQLiteDatabase(work_dir=str(d))
-    if (d / "database_tuning_record.json").exists():
-        return JSONDatabase(work_dir=str(d))
+    if d.is_file() or (d / "database.sqlite").exists() or (d / "database_tuning_record.json").exists():
+        return open_work_dir(d)
     raise CLIError(f"no tuning database in {d}/ (expected database.sqlite); run "
                    f"`looptune tune ... --work-dir {d}` first or pass --work-dir")
 

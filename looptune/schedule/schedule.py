@@ -34,6 +34,13 @@ def _tiles(decision):
     return tuple(decision)
 
 
+def _frozen(value):
+    """Lists as tuples, all the way down: attribute values as a trace read from JSON has them."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(x) for x in value)
+    return value
+
+
 class Schedule:
     def __init__(self, func: PrimFunc, *, seed: int | None = None):
         self.state = State(func)
@@ -248,6 +255,15 @@ class Schedule:
         probs = tuple(float(p) for p in probs) if probs is not None else tuple(
             1.0 / len(candidates) for _ in candidates)
         return self._apply("SampleCategorical", [], [candidates, probs], decision)[0]
+
+    def sample_knob(self, name: str, candidates, decision=None) -> list[ExprRV]:
+        """The value of template knob `name`: one of `candidates` (JSON values), decision its
+        index. Returns the value's integers as sampled values (a split knob's factors, an int
+        knob's value; none for other values). Templates emit it (looptune.template) so a
+        record's trace says which config it measured."""
+        if not isinstance(candidates, (list, tuple)):
+            raise ScheduleError(f"sample_knob: candidates must be a list, got {candidates!r}")
+        return list(self._apply("SampleKnob", [], [name, _frozen(candidates)], decision))
 
     def sample_compute_location(self, block: BlockRV, decision=None) -> LoopRV:
         """A loop at which `block` can be computed (decision: an index into the candidate

@@ -1,11 +1,12 @@
 """The tuning engine: design spaces from schedule rules, search, measurement, databases."""
 from .builder import Builder, BuilderInput, BuilderResult, LocalBuilder
 from .context import TuneContext
-from .error import DatabaseError, DatabaseWarning, TuneError
+from .error import DatabaseError, DatabaseWarning, SimulationError, TuneError
 from .database import (Database, JSONDatabase, MemoryDatabase, OrderedUnionDatabase,
                        ScheduleFnDatabase, SQLiteDatabase, TuningRecord, UnionDatabase, Workload)
 from .postproc import Postproc
-from .runner import EvaluatorConfig, LocalRunner, Runner, RunnerInput, RunnerResult
+from .runner import (EvaluatorConfig, LocalRunner, Runner, RunnerInput, RunnerResult,
+                     SimulatedRunner, simulate)
 from .schedule_rule import ScheduleRule
 from .mutator import Mutator
 from .search_strategy import EvolutionarySearch, MeasureCandidate, ReplayTrace, SearchStrategy
@@ -21,7 +22,8 @@ __all__ = [
     "LocalBuilder", "LocalRunner", "MeasureCandidate", "MemoryDatabase", "NoTuningRecordError",
     "OrderedUnionDatabase", "PostOrderApply", "Postproc", "ReplayTrace", "RoundRobin", "Runner",
     "RunnerInput", "RunnerResult", "SQLiteDatabase", "ScheduleFn", "ScheduleFnDatabase",
-    "ScheduleRule", "SearchStrategy", "SpaceGenerator", "Task", "TaskScheduler", "TuneContext",
+    "ScheduleRule", "SearchStrategy", "SimulatedRunner", "SimulationError", "SpaceGenerator",
+    "Task", "TaskScheduler", "TuneContext",
     "TuneError", "TuningRecord", "UnionDatabase", "Workload", "compile_tir", "register_workload",
-    "tune_tasks", "tune_tir", "verify",
+    "simulate", "tune_tasks", "tune_tir", "verify",
 ]

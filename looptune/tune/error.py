@@ -14,3 +14,8 @@ class DatabaseError(TuneError):
 class DatabaseWarning(UserWarning):
     """A stored record or workload was skipped (corrupt, truncated, from another format, or
     a trace that no longer replays); everything else in the database is used."""
+
+
+class SimulationError(TuneError):
+    """A SimulatedRunner was asked about a schedule its table of measurements does not hold
+    (with on_missing="error"), or for another target than the table's."""

@@ -62,6 +62,11 @@ def tune_tasks(tasks, *, work_dir=None, max_trials_global: int, num_trials_per_i
     database = _database(database, work_dir)
     builder = Builder.create(builder)
     runner = Runner.create(runner)
+    if runner.evaluator is not None:  # a runner that fixes the settings (a simulation table)
+        if evaluator is not None and evaluator != runner.evaluator:
+            raise TuneError(f"the runner's results are measured with {runner.evaluator} (its "
+                            f"table's settings), not {evaluator}: leave evaluator= unset")
+        evaluator = runner.evaluator
     scheduler = TaskScheduler.create(task_scheduler)
     try:
         scheduler.tune(list(tasks), task_weights=task_weights,

@@ -128,3 +128,33 @@ def sample_tile_instruction(sch, inputs, attrs, decision):
                                 f"loop {loop.loop_var.name} (extent {loop.extent}): the outer "
                                 "ones must multiply to ceil(extent / innermost)")
     return [sch._new(ExprRV, d) for d in decision], decision
+
+
+def knob_ints(value) -> list:
+    """The integers a knob value gives the schedule as sampled values: an int itself, each
+    element of a list of ints (a split's factors), nothing for any other value."""
+    def is_int(x):
+        return isinstance(x, int) and not isinstance(x, bool)
+    if is_int(value):
+        return [value]
+    if isinstance(value, tuple) and value and all(is_int(x) for x in value):
+        return list(value)
+    return []
+
+
+# Not pure: the decision identifies a template's config even where no output is used, so
+# Trace.simplified keeps it (apply_history_best reads configs back from records).
+@instruction("SampleKnob", "sample_knob", attrs=("name", "candidates"), sampling=True,
+             list_outputs=True)
+def sample_knob(sch, inputs, attrs, decision):
+    name, candidates = attrs
+    if not isinstance(name, str) or not isinstance(candidates, tuple) or not candidates:
+        raise ScheduleError(f"sample_knob: needs a knob name and a non-empty list of candidate "
+                            f"values, got {name!r} and {candidates!r}")
+    if decision is None:
+        decision = sch.rand.randrange(len(candidates))
+    elif isinstance(decision, bool) or not isinstance(decision, int) or not (
+            0 <= decision < len(candidates)):
+        raise ScheduleError(f"sample_knob {name!r}: decision {decision!r} is not an index into "
+                            f"its {len(candidates)} candidates")
+    return [sch._new(ExprRV, v) for v in knob_ints(candidates[decision])], decision

@@ -65,6 +65,8 @@ class RunnerInput:
     reference: tuple | None = None # (artifact, symbol) of the unscheduled program to check against
     abort_above_secs: float | None = None  # stop after one call if slower than this
     packed: tuple = ()             # ((argument, factor), ...) taken packed (pack_layout)
+    workload_key: str | None = None  # what was built, for runners that keep results by
+    sch_hash: str | None = None      # schedule (SimulatedRunner); timing ignores them
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,8 @@ class RunnerResult:
     error_class: str | None = None # "run_error", "run_timeout" or "wrong_result"
     error_msg: str | None = None
     aborted_early: bool = False    # timed once only: far slower than the best so far
+    measure: dict | None = None    # the record's whole `measure` dict, when the runner knows it
+                                   # better than the tuner (a SimulatedRunner's stored record)
 
     @property
     def ok(self) -> bool:
@@ -81,6 +85,9 @@ class RunnerResult:
 
 class Runner:
     registry = Registry("runner")
+    # the settings every result of this runner is measured with, when the runner fixes them
+    # (a SimulatedRunner's table); None: the tuner's EvaluatorConfig
+    evaluator: EvaluatorConfig | None = None
 
     @classmethod
     def create(cls, spec="local", **kwargs) -> "Runner":
@@ -89,6 +96,11 @@ class Runner:
     def run(self, inputs: list) -> list:
         """One RunnerResult per RunnerInput, in order, measured one at a time."""
         raise NotImplementedError
+
+    def recall(self, workload_key: str, sch_hash: str, target) -> RunnerResult | None:
+        """The result of a schedule known without building or running it (a simulated
+        runner's table), or None: build it and `run` it. May raise (a table that lacks it)."""
+        return None
 
     def close(self) -> None:
         """Stop worker processes."""

@@ -18,7 +18,8 @@ UNROLL = "pragma_auto_unroll_max_step"
 
 class DesignSpace:
     """A design-space trace (no postprocessing part) and what each sampling instruction
-    decides: "tile", "compute_location", "unroll", "parallel" or "categorical"."""
+    decides: "tile", "compute_location", "unroll", "parallel", "categorical" or "knob" (a
+    template's knob, kept as it is)."""
 
     def __init__(self, trace: Trace, *, name: str = ""):
         self.trace = trace.without_postproc()
@@ -35,6 +36,8 @@ class DesignSpace:
             return "tile"
         if name == "SampleComputeLocation":
             return "compute_location"
+        if name == "SampleKnob":  # a template's config: no mutator changes it
+            return "knob"
         out = inst.outputs[0] if inst.outputs else None
         for later in self.insts[pos + 1:]:
             if later.kind.name == "Annotate" and out in later.inputs:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -30,6 +31,7 @@ class TaskState:
     best_secs: float = math.inf
     done: bool = False
     reference: tuple | None = None   # (artifact, symbol) of the unscheduled program
+    check: bool = False              # check candidates against it (built when first needed)
     args_info: tuple = ()
     measured: dict = field(default_factory=dict)  # source hash -> RunnerResult
     best_trace: object = None        # the trace of the best comparable record
@@ -61,6 +63,7 @@ class TaskScheduler:
         self.tasks = [TaskState(c, w) for c, w in zip(contexts, weights)]
         self.max_trials_global = max_trials_global
         self.start = time.time()
+        self.run_id = uuid.uuid4().hex[:12]  # every record of this call says so (`run_info`)
         self.max_time_s = max_time_s
         per_task = max_trials_per_task or max_trials_global
         self.progress = Progress(max_trials_global, max_time_s, enabled=progress)
@@ -155,28 +158,56 @@ class TaskScheduler:
         ctx.search_strategy.pre_tuning(max_trials=max(0, per_task - t.trials),
                                        num_trials_per_iter=per_iter, design_spaces=spaces,
                                        database=database, seen=seen)
-        if check:
+        t.check = check
+
+    def _reference(self, t: TaskState, builder) -> tuple | None:
+        """The unscheduled program to check candidates against, built before the first
+        candidate is (a run answered from a simulation table builds nothing)."""
+        if t.check and t.reference is None:
+            ctx = t.context
             ref = builder.build([BuilderInput(ctx.func, ctx.target, {"trace": "unscheduled"})])[0]
             if not ref.ok:
                 raise BuildError(f"the unscheduled {ctx.task_name} does not build: {ref.error_msg}")
             t.reference = (ref.artifact, ref.symbol)
+        return t.reference
+
+    def run_info(self, ctx) -> dict:
+        """What every record of this run says about it (`measure["run"]`), so that reports
+        can tell runs and strategies apart: an id per tune() call, when it started, the task,
+        the search strategy (and cost model) and the seed."""
+        strat = ctx.search_strategy
+        name = getattr(strat, "registered_name", type(strat).__name__)
+        model = getattr(strat, "cost_model", None)
+        if model is not None:
+            name += "/" + getattr(model, "registered_name", type(model).__name__)
+        return {"id": self.run_id, "start": self.start, "task": ctx.task_name,
+                "strategy": name, "seed": ctx.seed}
 
     def _measure(self, task: TaskState, cands, builder, runner, database, evaluator,
                  abort_ratio) -> list:
         ctx = task.context
         meta = {"workload": task.workload.key}
         t0 = time.perf_counter()
-        built = builder.build([BuilderInput(c.sch.func, ctx.target,
-                                            {**meta, "trace": f"{len(c.sch.trace)} instructions"},
-                                            lowered=c.lowered)
-                               for c in cands])
+        known = [runner.recall(task.workload.key, c.sch_hash, ctx.target) for c in cands]
+        self.phase_secs["run"] += time.perf_counter() - t0
+        to_build = [c for c, k in zip(cands, known) if k is None]
+        t0 = time.perf_counter()
+        reference = self._reference(task, builder) if to_build else None
+        built = iter(builder.build([BuilderInput(c.sch.func, ctx.target,
+                                                 {**meta, "trace": f"{len(c.sch.trace)} instructions"},
+                                                 lowered=c.lowered) for c in to_build])
+                     if to_build else ())
         self.phase_secs["build"] += time.perf_counter() - t0
+        run_info = self.run_info(ctx)
         results = []
-        for cand, b in zip(cands, built):
+        for cand, res in zip(cands, known):
             if self._out_of_budget() and self.measured_this_run:  # a run measures at least one
                 break
             self.measured_this_run += 1
-            if not b.ok:
+            b = next(built) if res is None else None
+            if b is None:
+                pass  # recalled: the runner knew the result without a build
+            elif not b.ok:
                 res = RunnerResult(None, b.error_class, b.error_msg)
             elif b.source_hash in task.measured:  # an identical binary: measured once
                 res = task.measured[b.source_hash]
@@ -184,16 +215,19 @@ class TaskScheduler:
                 abort = task.best_secs * abort_ratio if math.isfinite(task.best_secs) else None
                 t0 = time.perf_counter()
                 res = runner.run([RunnerInput(b.artifact, b.symbol, task.args_info, evaluator,
-                                              seed=ctx.seed, reference=task.reference,
+                                              seed=ctx.seed, reference=reference,
                                               abort_above_secs=abort,
-                                              packed=cand.sch.func.attr(PACKED, ()))])[0]
+                                              packed=cand.sch.func.attr(PACKED, ()),
+                                              workload_key=task.workload.key,
+                                              sch_hash=cand.sch_hash)])[0]
                 self.phase_secs["run"] += time.perf_counter() - t0
                 task.measured[b.source_hash] = res
+            measure = res.measure if res.measure is not None else {
+                **evaluator.to_json(), "compiler": compiler_version_safe(),
+                "aborted_early": res.aborted_early, "source_hash": b.source_hash}
             record = TuningRecord(
                 workload=task.workload, trace=cand.sch.trace, run_secs=res.run_secs,
-                target=ctx.target, args_info=task.args_info,
-                measure={**evaluator.to_json(), "compiler": compiler_version_safe(),
-                         "aborted_early": res.aborted_early, "source_hash": b.source_hash},
+                target=ctx.target, args_info=task.args_info, measure={**measure, "run": run_info},
                 error_class=res.error_class, error_msg=res.error_msg, sch_hash=cand.sch_hash)
             with self._phase("database"):
                 database.commit_tuning_record(record)

@@ -1,0 +1,256 @@
+"""Measuring configs: each config's schedule is built by looptune's Builder and measured by
+its Runner exactly as tune_tir's candidates are (checked against the unscheduled program,
+identical binaries measured once, a candidate far slower than the best timed once, every
+failure a classified record), and becomes a TuningRecord with the same fields.
+
+`measure_option(builder, runner)` holds the parts; a tuner may instead be given any function
+`measure(inputs) -> results` (a fake timer for tests, a cost formula, ...).
+"""
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+import uuid
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from ..build import written_params
+from ..runtime.error import BuildError
+from ..runtime.module import ArgInfo
+from ..schedule import ScheduleError
+from ..schedule.primitives.layout import PACKED
+from ..tir.structural import structural_hash
+from ..tune.builder.base import Builder, BuilderInput
+from ..tune.builder.local import LocalBuilder as _LocalBuilder
+from ..tune.database.base import ERROR_CLASSES, TuningRecord
+from ..tune.error import TuneError
+from ..tune.runner.base import EvaluatorConfig, Runner, RunnerInput, RunnerResult
+from ..tune.runner.local import LocalRunner as _LocalRunner
+from ..tune.task_scheduler.base import compiler_version_safe
+
+
+@dataclass(frozen=True, eq=False)
+class MeasureInput:
+    """One config of a task to measure; its schedule is made when first asked for."""
+
+    task: object        # TemplateTask
+    config: object      # ConfigEntity
+
+    @property
+    def target(self):
+        return self.task.target
+
+    @cached_property
+    def _instance(self):
+        try:
+            return self.task.instantiate(self.config)[0]
+        except ScheduleError as e:
+            return e
+
+    @property
+    def sch(self):
+        """The template's schedule for this config (ScheduleError if a primitive refuses it)."""
+        if isinstance(self._instance, ScheduleError):
+            raise self._instance
+        return self._instance
+
+    @cached_property
+    def sch_hash(self) -> str:
+        return structural_hash(self.sch.func)
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """Seconds per call (one per repeat) or the failure; `record` is what a log stores."""
+
+    costs: tuple | None = None
+    error_class: str | None = None     # one of tune.database.ERROR_CLASSES
+    error_msg: str | None = None
+    aborted_early: bool = False        # timed once: far slower than the best so far
+    record: TuningRecord | None = None
+    timestamp: float = field(default_factory=time.time)
+
+    @property
+    def ok(self) -> bool:
+        return self.costs is not None and self.error_class is None
+
+    @property
+    def secs(self) -> float:
+        """The median run time; infinity for a failure."""
+        if not self.ok or not self.costs:
+            return math.inf
+        return statistics.median(self.costs)
+
+    @property
+    def error_no(self) -> int:
+        """AutoTVM's error number: 0 for success, else 1 + the error class's position."""
+        if self.error_class is None:
+            return 0
+        return 1 + (ERROR_CLASSES.index(self.error_class) if self.error_class in ERROR_CLASSES
+                    else len(ERROR_CLASSES))
+
+    def as_runner_result(self) -> RunnerResult:
+        return RunnerResult(self.costs, self.error_class, self.error_msg, self.aborted_early)
+
+
+def to_record(inp: MeasureInput, res: MeasureResult, measure: dict | None = None) -> TuningRecord:
+    """The record of a measured config (its schedule's trace; the knobs alone if the config
+    does not apply)."""
+    if res.record is not None:
+        return res.record
+    task = inp.task
+    try:
+        trace, sch_hash = inp.sch.trace, inp.sch_hash
+    except ScheduleError:
+        trace, sch_hash = task.config_trace(inp.config), None
+    return TuningRecord(workload=task.workload, trace=trace, run_secs=res.costs if res.ok else None,
+                        target=task.target, args_info=args_info(task.func),
+                        measure=dict(measure or {}), error_class=res.error_class,
+                        error_msg=res.error_msg, time=res.timestamp, sch_hash=sch_hash)
+
+
+def args_info(func) -> tuple:
+    written = written_params(func)
+    return tuple(ArgInfo(b.name, b.shape, b.dtype, b in written) for b in func.params)
+
+
+# ---------------------------------------------------------------------------- the parts
+class LocalBuilder(_LocalBuilder):
+    """AutoTVM's LocalBuilder: `n_parallel` compiles at a time, `timeout` seconds each."""
+
+    def __init__(self, *, timeout: float = 30.0, n_parallel: int | None = None):
+        super().__init__(max_workers=n_parallel, timeout_s=timeout)
+
+
+class LocalRunner(_LocalRunner):
+    """AutoTVM's LocalRunner: each of `repeat` measurements times `number` calls (more if
+    one measurement would last less than `min_repeat_ms`), `timeout` seconds per candidate,
+    on `num_threads` threads (1 by default: compare single-threaded)."""
+
+    def __init__(self, *, number: int = 4, repeat: int = 3, timeout: float = 10.0,
+                 min_repeat_ms: float = EvaluatorConfig.min_repeat_ms,
+                 enable_cpu_cache_flush: bool = False, num_threads: int | None = 1):
+        super().__init__(timeout_s=timeout)
+        self.settings = EvaluatorConfig(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
+                                        enable_cpu_cache_flush=enable_cpu_cache_flush,
+                                        num_threads=num_threads)
+
+
+class MeasureOption:
+    """How configs are measured: a Builder, a Runner and the evaluator settings (stored
+    with every record). `n_parallel` configs are measured per batch (default: the builder's
+    parallel compiles, at least 2)."""
+
+    def __init__(self, builder="local", runner="local", *, evaluator: EvaluatorConfig | None = None,
+                 n_parallel: int | None = None, check_correctness: bool = True,
+                 abort_ratio: float = 3.0):
+        self.builder = Builder.create(builder)
+        self.runner = Runner.create(runner)
+        fixed = self.runner.evaluator  # a runner answering from a table fixes its settings
+        if fixed is not None and evaluator is not None and evaluator != fixed:
+            raise TuneError(f"the runner's results are measured with {fixed} (its table's "
+                            f"settings), not {evaluator}: leave evaluator= unset")
+        self.evaluator = (fixed or evaluator or getattr(self.runner, "settings", None)
+                          or EvaluatorConfig(num_threads=1))
+        if not isinstance(self.evaluator, EvaluatorConfig):
+            raise TuneError(f"evaluator must be an EvaluatorConfig, got {self.evaluator!r}")
+        self.n_parallel = n_parallel or max(2, getattr(self.builder, "max_workers", 0)
+                                            or os.cpu_count() or 2)
+        self.check_correctness = check_correctness
+        self.abort_ratio = abort_ratio
+
+    def measurer(self, task, *, seed: int = 0, strategy: str = "template") -> "Measurer":
+        return Measurer(self, task, seed=seed, strategy=strategy)
+
+    def close(self) -> None:
+        self.runner.close()
+
+
+def measure_option(builder="local", runner="local", **kwargs) -> MeasureOption:
+    """AutoTVM's measure_option: `builder` and `runner` are names ("local") or instances
+    (autotvm.LocalRunner(number=, repeat=, timeout=), a SimulatedRunner, ...); the keyword
+    arguments are MeasureOption's."""
+    return MeasureOption(builder, runner, **kwargs)
+
+
+class Measurer:
+    """Measures batches of one task's configs for one tuning run (the state a run keeps:
+    the reference build, binaries measured, the best time so far)."""
+
+    def __init__(self, option: MeasureOption, task, *, seed: int, strategy: str):
+        self.option = option
+        self.task = task
+        self.seed = seed
+        self.n_parallel = option.n_parallel
+        self.args_info = args_info(task.func)
+        self.reference = None
+        self.measured: dict = {}   # source hash -> RunnerResult
+        self.best_secs = math.inf
+        self.run_info = {"id": uuid.uuid4().hex[:12], "start": time.time(), "task": task.name,
+                         "strategy": strategy, "seed": seed}
+
+    def __call__(self, inputs: list) -> list:
+        opt, task = self.option, self.task
+        key = task.workload.key
+        out: list = [None] * len(inputs)
+        todo = []
+        for k, inp in enumerate(inputs):
+            try:
+                known = opt.runner.recall(key, inp.sch_hash, task.target)
+            except ScheduleError as e:
+                out[k] = self._result(inp, RunnerResult(error_class="schedule_error", error_msg=(
+                    f"config #{inp.config.index} does not apply: {e}")), None)
+                continue
+            if known is not None:
+                out[k] = self._result(inp, known, None)
+            else:
+                todo.append(k)
+        if todo:
+            reference = self._reference()
+            built = opt.builder.build([BuilderInput(
+                inputs[k].sch.func, task.target,
+                {"workload": key, "trace": f"{task.name} config #{inputs[k].config.index}"},
+                lowered=inputs[k].sch.lowered()) for k in todo])
+            for k, b in zip(todo, built):
+                out[k] = self._result(inputs[k], self._run(inputs[k], b, reference), b.source_hash)
+        return out
+
+    def _reference(self):
+        if self.option.check_correctness and self.reference is None:
+            task = self.task
+            ref = self.option.builder.build([BuilderInput(task.func, task.target,
+                                                          {"trace": "unscheduled"})])[0]
+            if not ref.ok:
+                raise BuildError(f"the unscheduled {task.name} does not build: {ref.error_msg}")
+            self.reference = (ref.artifact, ref.symbol)
+        return self.reference
+
+    def _run(self, inp: MeasureInput, b, reference) -> RunnerResult:
+        if not b.ok:
+            return RunnerResult(None, b.error_class, b.error_msg)
+        if b.source_hash in self.measured:  # an identical binary: measured once
+            return self.measured[b.source_hash]
+        abort = self.best_secs * self.option.abort_ratio if math.isfinite(self.best_secs) else None
+        res = self.option.runner.run([RunnerInput(
+            b.artifact, b.symbol, self.args_info, self.option.evaluator, seed=self.seed,
+            reference=reference, abort_above_secs=abort, packed=inp.sch.func.attr(PACKED, ()),
+            workload_key=self.task.workload.key, sch_hash=inp.sch_hash)])[0]
+        self.measured[b.source_hash] = res
+        return res
+
+    def _result(self, inp: MeasureInput, res: RunnerResult, source_hash) -> MeasureResult:
+        measure = res.measure if res.measure is not None else {
+            **self.option.evaluator.to_json(), "compiler": compiler_version_safe(),
+            "aborted_early": res.aborted_early, "source_hash": source_hash}
+        out = MeasureResult(res.run_secs if res.ok else None, res.error_class, res.error_msg,
+                            res.aborted_early)
+        if out.ok and not res.aborted_early:
+            self.best_secs = min(self.best_secs, out.secs)
+        record = to_record(inp, out, {**measure, "run": self.run_info})
+        return MeasureResult(out.costs, out.error_class, out.error_msg, out.aborted_early, record,
+                             out.timestamp)
+
+    def close(self) -> None:
+        self.option.close()
