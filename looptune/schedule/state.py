@@ -9,14 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..tir.func import PrimFunc
-from ..tir.functor import node_fields
+from ..tir.functor import find_stmts, find_stmts_with_parents, node_fields
 from ..tir.stmt import Allocate, Block, BlockRealize, For, IfThenElse, SeqStmt, Stmt, seq
 from .error import ScheduleError
 
 REMOVE = object()  # replacement marker: drop the node from its parent
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
     node: Stmt                 # the For or BlockRealize
     parents: tuple             # ancestors from the function body down to the direct parent
@@ -28,27 +28,12 @@ class Index:
     def __init__(self, body: Stmt):
         self.loops: dict = {}   # loop Var -> Entry(For)
         self.blocks: dict = {}  # block name -> Entry(BlockRealize)
-        self._walk(body, ())
-
-    def _walk(self, node, parents: tuple):
-        if isinstance(node, For):
-            self.loops[node.loop_var] = Entry(node, parents)
-            self._walk(node.body, parents + (node,))
-        elif isinstance(node, BlockRealize):
-            self.blocks[node.block.name] = Entry(node, parents)
-            inner = parents + (node, node.block)
-            self._walk(node.block.body, inner)
-        elif isinstance(node, SeqStmt):
-            inner = parents + (node,)
-            for s in node.stmts:
-                self._walk(s, inner)
-        elif isinstance(node, IfThenElse):
-            inner = parents + (node,)
-            self._walk(node.then_case, inner)
-            if node.else_case is not None:
-                self._walk(node.else_case, inner)
-        elif isinstance(node, Allocate):
-            self._walk(node.body, parents + (node,))
+        loops, blocks = self.loops, self.blocks
+        for node, parents in find_stmts_with_parents(body, (For, BlockRealize)):
+            if isinstance(node, For):
+                loops[node.loop_var] = Entry(node, parents)
+            else:
+                blocks[node.block.name] = Entry(node, parents)
 
 
 class State:
@@ -173,21 +158,5 @@ def child_stmts(node) -> tuple:
 
 
 def collect_realizes(node) -> list:
-    """All BlockRealize nodes in `node` (not looking inside found blocks)."""
-    out = []
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, BlockRealize):
-            out.append(n)
-        elif isinstance(n, For):
-            stack.append(n.body)
-        elif isinstance(n, SeqStmt):
-            stack.extend(reversed(n.stmts))
-        elif isinstance(n, IfThenElse):
-            if n.else_case is not None:
-                stack.append(n.else_case)
-            stack.append(n.then_case)
-        elif isinstance(n, Allocate):
-            stack.append(n.body)
-    return out
+    """All BlockRealize nodes in `node`, in pre-order (not looking inside found blocks)."""
+    return find_stmts(node, BlockRealize, stop=BlockRealize)

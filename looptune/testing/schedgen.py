@@ -12,25 +12,13 @@ import random
 from collections import Counter
 
 from ..schedule import INSTRUCTIONS, Instruction, Schedule, ScheduleError
+from ..tir.functor import find_stmts
 from ..tir.stmt import BlockRealize
 
 
 def block_names(func) -> list[str]:
-    out = []
-
-    def walk(s):
-        if isinstance(s, BlockRealize):
-            out.append(s.block.name)
-            walk(s.block.body)
-        for attr in ("body", "then_case", "else_case"):
-            x = getattr(s, attr, None)
-            if x is not None and not isinstance(s, BlockRealize):
-                walk(x)
-        for x in getattr(s, "stmts", ()):
-            walk(x)
-
-    walk(func.body)
-    return [n for n in out if n != "root"]
+    return [br.block.name for br in find_stmts(func.body, BlockRealize)
+            if br.block.name != "root"]
 
 
 def _try(fn, *args):

@@ -4,7 +4,8 @@ from .buffer import Buffer
 from .expr import (Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Not, PrimExpr,
                    Ramp, Reduce, Select, Var, binary, call, cast, const, convert, select)
 from .func import PrimFunc
-from .functor import collect_vars, replace_buffers, substitute, transform, uses_var, visit
+from .functor import (collect_vars, find_stmts, find_stmts_with_parents, map_children,
+                      replace_buffers, stmt_children, substitute, transform, uses_var, visit)
 from .stmt import (Allocate, Block, BlockRealize, BufferRegion, BufferStore, Comment, Evaluate, For,
                    IfThenElse, IterVar, SeqStmt, Stmt, seq)
 from .structural import structural_equal, structural_hash
@@ -14,6 +15,7 @@ __all__ = [
     "BufferRegion", "BufferStore", "Call", "Cast", "Comment", "Evaluate", "FloatImm", "For", "IfThenElse",
     "IntImm", "IterVar", "Not", "PrimExpr", "PrimFunc", "Ramp", "Reduce", "Select", "SeqStmt",
     "Stmt", "Var", "arith", "binary", "call", "cast", "collect_vars", "const", "convert",
-    "dtype", "replace_buffers", "select", "seq", "structural_equal", "structural_hash",
-    "substitute", "transform", "uses_var", "visit",
+    "dtype", "find_stmts", "find_stmts_with_parents", "map_children", "replace_buffers",
+    "select", "seq", "stmt_children", "structural_equal", "structural_hash", "substitute",
+    "transform", "uses_var", "visit",
 ]

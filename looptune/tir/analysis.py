@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .arith import simplify
 from .expr import BufferLoad, IntImm
-from .functor import visit
+from .functor import find_stmts, visit
 from .stmt import BufferRegion, BufferStore
 
 
@@ -70,20 +70,8 @@ def flop_count(func) -> float:
         visit(e, fn)
         return n
 
-    def walk(n):
-        nonlocal total
-        if isinstance(n, BlockRealize):
-            b = n.block
-            if b.name != "root":
-                total += ops(b.body) * prod(iv.extent for iv in b.iter_vars)
-            walk(b.body)
-            return
-        for attr in ("body", "then_case", "else_case"):
-            x = getattr(n, attr, None)
-            if x is not None:
-                walk(x)
-        for x in getattr(n, "stmts", ()):
-            walk(x)
-
-    walk(func.body)
+    for br in find_stmts(func.body, BlockRealize):
+        b = br.block
+        if b.name != "root":
+            total += ops(b.body) * prod(iv.extent for iv in b.iter_vars)
     return total

@@ -1,24 +1,8 @@
-"""Walking lowered statements: rebuild a statement's children, track loop ranges in scope."""
+"""Walking lowered statements with the loop ranges in scope."""
 from __future__ import annotations
 
-from ...tir.stmt import Allocate, BufferStore, Evaluate, For, IfThenElse, SeqStmt, seq
-
-
-def map_children(s, f):
-    """s with f applied to each direct child statement (a loop's body, a sequence's items, a
-    condition's branches, an allocation's body); any other statement is returned as is."""
-    if isinstance(s, For):
-        body = f(s.body)
-        if body is s.body:
-            return s
-        return For(s.loop_var, s.extent, s.kind, body, s.thread, s.annotations)
-    if isinstance(s, SeqStmt):
-        return seq(*(f(x) for x in s.stmts))
-    if isinstance(s, IfThenElse):
-        return IfThenElse(s.cond, f(s.then_case), None if s.else_case is None else f(s.else_case))
-    if isinstance(s, Allocate):
-        return Allocate(s.buffer, f(s.body))
-    return s
+from ...tir.functor import map_children
+from ...tir.stmt import BufferStore, Evaluate, For, IfThenElse
 
 
 def inside(dom: dict, loop: For) -> dict:

@@ -14,41 +14,27 @@ from ...tir.arith import Simplifier, const_extent, eval_bound
 from ...tir.arith.simplify import Affine
 from ...tir.expr import BufferLoad, Var, binary, const
 from ...tir.func import PrimFunc
-from ...tir.functor import transform, visit
-from ...tir.stmt import Allocate, BufferStore, Comment, For, IfThenElse, SeqStmt, seq
-from ...tir.functor import uses_var
-from .common import map_children
+from ...tir.functor import map_children, stmt_children, transform, uses_var, visit
+from ...tir.stmt import Allocate, BlockRealize, BufferStore, Comment, For, IfThenElse, seq
 
 
 def accumulation_loops(func: PrimFunc) -> dict:
     """{buffer: loop vars along which a reduction block accumulates into it}, read from the
     block-level function (before lower_blocks): the loops driving its reduction variables."""
-    from ...tir.functor import uses_var
-    from ...tir.stmt import BlockRealize
-
     out: dict = {}
-    loops: list = []
 
-    def walk(s):
+    def walk(s, loops):
         if isinstance(s, For):
-            loops.append(s.loop_var)
-            walk(s.body)
-            loops.pop()
+            loops = loops + (s.loop_var,)
         elif isinstance(s, BlockRealize):
             red = [v for iv, v in zip(s.block.iter_vars, s.iter_values) if iv.kind == "R"]
             acc = {lv for lv in loops if any(uses_var(v, {lv}) for v in red)}
             for w in s.block.writes:
                 out.setdefault(w.buffer, set()).update(acc)
-            walk(s.block.body)
-        else:
-            for x in getattr(s, "stmts", ()):
-                walk(x)
-            for a in ("then_case", "else_case", "body"):
-                x = getattr(s, a, None)
-                if x is not None:
-                    walk(x)
+        for x in stmt_children(s):
+            walk(x, loops)
 
-    walk(func.body)
+    walk(func.body, ())
     return out
 
 
@@ -88,17 +74,9 @@ def _collect(body, targets: set) -> dict:
 
     def walk(s, loops):
         if isinstance(s, For):
-            walk(s.body, loops + (s,))
-        elif isinstance(s, SeqStmt):
-            for x in s.stmts:
-                walk(x, loops)
+            loops = loops + (s,)
         elif isinstance(s, IfThenElse):
             expr_loads(s.cond, loops)
-            walk(s.then_case, loops)
-            if s.else_case is not None:
-                walk(s.else_case, loops)
-        elif isinstance(s, Allocate):
-            walk(s.body, loops)
         elif isinstance(s, BufferStore):
             if s.buffer in targets:
                 rmw = _reads_itself(s)
@@ -106,6 +84,8 @@ def _collect(body, targets: set) -> dict:
             expr_loads(s.value, loops)
             for i in s.indices:
                 expr_loads(i, loops)
+        for x in stmt_children(s):
+            walk(x, loops)
 
     walk(body, ())
     return out

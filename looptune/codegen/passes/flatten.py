@@ -6,9 +6,9 @@ from ...tir.arith import Simplifier
 from ...tir.buffer import Buffer
 from ...tir.expr import BufferLoad, IntImm, binary, const
 from ...tir.func import PrimFunc
-from ...tir.functor import transform
+from ...tir.functor import map_children, transform
 from ...tir.stmt import Allocate, BufferStore, For, IfThenElse, SeqStmt, seq
-from .common import inside, map_children
+from .common import inside
 
 
 def flat_buffer(b: Buffer) -> Buffer:
@@ -33,8 +33,6 @@ def flatten(func: PrimFunc) -> PrimFunc:
             if isinstance(body, SeqStmt) and not body.stmts:
                 return body  # a condition proved the loop body dead
             return map_children(s, lambda _: body)
-        if isinstance(s, SeqStmt):
-            return map_children(s, lambda x: walk(x, dom))
         if isinstance(s, IfThenElse):
             simp = Simplifier(dom)
             c = simp.cond(exprs(s.cond, simp))
@@ -51,7 +49,7 @@ def flatten(func: PrimFunc) -> PrimFunc:
             simp = Simplifier(dom)
             b = s.buffer
             return BufferStore(bmap[b], exprs(s.value, simp), (_offset(b, s.indices, simp),))
-        return s
+        return map_children(s, lambda x: walk(x, dom))
 
     def exprs(e, simp):
         def fn(n):

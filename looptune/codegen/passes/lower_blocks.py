@@ -18,10 +18,9 @@ from __future__ import annotations
 from ...tir.arith import Simplifier
 from ...tir.expr import IntImm, Var, binary, const
 from ...tir.func import PrimFunc
-from ...tir.functor import substitute, uses_var
-from .common import inside, map_children
-from ...tir.stmt import (Allocate, Block, BlockRealize, For, IfThenElse, SeqStmt, seq,
-                         with_annotation)
+from ...tir.functor import find_stmts, map_children, stmt_children, substitute, uses_var
+from ...tir.stmt import Allocate, Block, BlockRealize, For, IfThenElse, seq, with_annotation
+from .common import inside
 
 UNROLL_KEYS = ("pragma_auto_unroll_max_step", "pragma_unroll_explicit")
 
@@ -38,22 +37,7 @@ def lower_blocks(func: PrimFunc) -> PrimFunc:
 
 
 def _has_loop(stmt) -> bool:
-    stack = [stmt]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, For):
-            return True
-        if isinstance(n, SeqStmt):
-            stack.extend(n.stmts)
-        elif isinstance(n, (IfThenElse,)):
-            stack.append(n.then_case)
-            if n.else_case is not None:
-                stack.append(n.else_case)
-        elif isinstance(n, (Allocate,)):
-            stack.append(n.body)
-        elif isinstance(n, BlockRealize):
-            stack.append(n.block.body)
-    return False
+    return bool(find_stmts(stmt, For, stop=For))
 
 
 def _conjuncts(e):
@@ -70,16 +54,7 @@ def _plan_inits(stmt, loops: list, hoists: dict):
     """Find where each reduction init goes; record {id(For): [init stmts]} or leave the
     block to the conditional fallback."""
     if isinstance(stmt, For):
-        _plan_inits(stmt.body, loops + [stmt], hoists)
-    elif isinstance(stmt, SeqStmt):
-        for s in stmt.stmts:
-            _plan_inits(s, loops, hoists)
-    elif isinstance(stmt, (IfThenElse,)):
-        _plan_inits(stmt.then_case, loops, hoists)
-        if stmt.else_case is not None:
-            _plan_inits(stmt.else_case, loops, hoists)
-    elif isinstance(stmt, Allocate):
-        _plan_inits(stmt.body, loops, hoists)
+        loops = loops + [stmt]
     elif isinstance(stmt, BlockRealize):
         b = stmt.block
         anns = [(k, v) for k, v in b.annotations if k in UNROLL_KEYS]
@@ -91,7 +66,9 @@ def _plan_inits(stmt, loops: list, hoists: dict):
                 loop, init = plan
                 hoists.setdefault(id(loop), []).append(init)
                 hoists[id(stmt)] = True
-        _plan_inits(b.body, [], hoists)
+        loops = []  # a block's loops start afresh inside it
+    for s in stmt_children(stmt):
+        _plan_inits(s, loops, hoists)
 
 
 def _hoist_plan(br: BlockRealize, loops: list):
@@ -144,16 +121,9 @@ class _Lower:
             out = For(s.loop_var, s.extent, s.kind, body, s.thread, ann)
             inits = self.hoists.get(id(s))
             return seq(*inits, out) if inits else out
-        if isinstance(s, SeqStmt):
-            return seq(*(self.stmt(x) for x in s.stmts))
-        if isinstance(s, IfThenElse):
-            return IfThenElse(s.cond, self.stmt(s.then_case),
-                              None if s.else_case is None else self.stmt(s.else_case))
-        if isinstance(s, Allocate):
-            return Allocate(s.buffer, self.stmt(s.body))
         if isinstance(s, BlockRealize):
             return self.realize(s)
-        return s
+        return map_children(s, self.stmt)
 
     def realize(self, br: BlockRealize):
         b: Block = br.block

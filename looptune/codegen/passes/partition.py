@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from ...tir.arith import INF, Simplifier
 from ...tir.expr import Binary, Var, binary, const
-from ...tir.functor import substitute, uses_var
-from ...tir.stmt import Allocate, Comment, For, IfThenElse, SeqStmt, seq
-from .common import inside, map_children
+from ...tir.functor import map_children, stmt_children, substitute, uses_var
+from ...tir.stmt import Comment, For, IfThenElse, SeqStmt, seq
+from .common import inside
 from .lower_blocks import simplify_conditions
 from .unroll import explicit
 
@@ -61,13 +61,10 @@ def _emitted(s) -> int:
     """The statements s becomes once explicit unrolling has copied its loops."""
     if isinstance(s, For):
         return _emitted(s.body) * (s.extent if explicit(s) else 1)
-    if isinstance(s, SeqStmt):
-        return sum(_emitted(x) for x in s.stmts)
-    if isinstance(s, IfThenElse):
-        return _emitted(s.then_case) + (0 if s.else_case is None else _emitted(s.else_case))
-    if isinstance(s, Allocate):
-        return _emitted(s.body)
-    return 1
+    kids = stmt_children(s)
+    if not kids and not isinstance(s, SeqStmt):
+        return 1  # a store, a comment, ...; an empty sequence emits nothing
+    return sum(_emitted(x) for x in kids)
 
 
 def _rolled(s):
@@ -125,21 +122,13 @@ def _main_extent(loop: For, dom) -> int:
 def _guards(s, dom, out):
     """Conjuncts `a < b` / `a <= b` of the conditions inside s, with the loop ranges there."""
     if isinstance(s, For):
-        inner = dict(dom)
-        inner[s.loop_var] = (0, s.extent - 1)
-        _guards(s.body, inner, out)
-    elif isinstance(s, SeqStmt):
-        for x in s.stmts:
-            _guards(x, dom, out)
+        dom = inside(dom, s)
     elif isinstance(s, IfThenElse):
         for c in _conjuncts(s.cond):
             if isinstance(c, Binary) and c.op in ("<", "<=") and c.a.dtype.startswith("int"):
                 out.append((c, dom))
-        _guards(s.then_case, dom, out)
-        if s.else_case is not None:
-            _guards(s.else_case, dom, out)
-    elif isinstance(s, Allocate):
-        _guards(s.body, dom, out)
+    for x in stmt_children(s):
+        _guards(x, dom, out)
 
 
 def _conjuncts(e):

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from ...tir.arith import Simplifier
 from ...tir.expr import Binary, Select, Var, binary, const
-from ...tir.functor import substitute, visit
-from ...tir.stmt import Comment, For, SeqStmt, seq
-from .common import inside, map_children
+from ...tir.functor import find_stmts, map_children, substitute, visit
+from ...tir.stmt import Comment, For, seq
+from .common import inside
 
 MAX_PIECES = 4          # parts one loop may be cut into
 MAX_LOOPS = 64          # bound on code growth per function
@@ -30,7 +30,7 @@ def partition_selects(stmt):
 
 
 def _walk(s, dom, budget):
-    if isinstance(s, For) and not _has_loop(s.body):
+    if isinstance(s, For) and not find_stmts(s.body, For, stop=For):
         cuts = _cuts(s, dom) if budget[0] > 0 else []
         if cuts:
             budget[0] -= 1
@@ -40,20 +40,6 @@ def _walk(s, dom, budget):
         inner = inside(dom, s)
         return map_children(s, lambda x: _walk(x, inner, budget))
     return map_children(s, lambda x: _walk(x, dom, budget))
-
-
-def _has_loop(s) -> bool:
-    if isinstance(s, For):
-        return True
-    if isinstance(s, SeqStmt):
-        return any(_has_loop(x) for x in s.stmts)
-    return any(_has_loop(c) for c in _child_stmts(s))
-
-
-def _child_stmts(s) -> list:
-    out = []
-    map_children(s, lambda x: out.append(x) or x)
-    return out
 
 
 def _cuts(loop: For, dom) -> list[int]:

@@ -10,9 +10,8 @@ becomes (registers of `vector_bits`: 8 float lanes with AVX2, 16 with AVX-512; 6
 from __future__ import annotations
 
 from ...tir.expr import Binary, BufferLoad, IntImm, Ramp, Select, binary, const
-from ...tir.functor import substitute, transform, uses_var, visit
-from ...tir.stmt import Allocate, BufferStore, For, IfThenElse, SeqStmt, seq, with_annotation
-from .common import map_children
+from ...tir.functor import map_children, substitute, transform, uses_var, visit
+from ...tir.stmt import BufferStore, For, IfThenElse, SeqStmt, seq, with_annotation
 from .vectorize import vector_pieces
 
 EXPLICIT = "pragma_unroll_explicit"
@@ -44,17 +43,18 @@ def _mark(s, max_step: int, explicit: bool, lanes: int):
             if explicit:
                 ann = with_annotation(ann, EXPLICIT, 1)
         return For(s.loop_var, s.extent, kind, body, s.thread, ann), total
-    if isinstance(s, SeqStmt):
-        parts = [_mark(x, max_step, explicit, lanes) for x in s.stmts]
-        return seq(*(p[0] for p in parts)), sum(p[1] for p in parts)
-    if isinstance(s, IfThenElse):
-        t, a = _mark(s.then_case, max_step, explicit, lanes)
-        e, b = (None, 0) if s.else_case is None else _mark(s.else_case, max_step, explicit, lanes)
-        return IfThenElse(s.cond, t, e), max(a, b)
-    if isinstance(s, Allocate):
-        body, steps = _mark(s.body, max_step, explicit, lanes)
-        return Allocate(s.buffer, body), steps
-    return s, 1
+    steps = []
+
+    def mark(x):
+        y, n = _mark(x, max_step, explicit, lanes)
+        steps.append(n)
+        return y
+
+    out = map_children(s, mark)
+    if not steps and not isinstance(s, SeqStmt):
+        return s, 1  # a store, a comment, ...
+    # the branches of a condition are alternatives; the items of a sequence all run
+    return out, max(steps) if isinstance(s, IfThenElse) else sum(steps)
 
 
 def explicit(loop: For) -> bool:

@@ -8,10 +8,9 @@ from __future__ import annotations
 from ...tir import dtype as dt
 from ...tir.expr import (Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Ramp, Select,
                          Var, binary, cast, const)
-from ...tir.functor import substitute, uses_var, visit
+from ...tir.functor import map_children, substitute, uses_var, visit
 from ...tir.stmt import BufferStore, Comment, For, IfThenElse, SeqStmt, seq
 from ..vector_math import OPS as VECTOR_MATH
-from .common import map_children
 
 MAX_LANES = 64
 

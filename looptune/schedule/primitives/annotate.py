@@ -1,6 +1,7 @@
 """Loop kinds (parallel, vectorize, unroll, bind) and annotations on loops and blocks."""
 from __future__ import annotations
 
+from ...tir.functor import find_stmts
 from ...tir.stmt import Block, BlockRealize, For, with_annotation
 from ..error import ScheduleError
 from ..state import collect_realizes
@@ -30,18 +31,10 @@ def _set_kind(sch, loop_rv, kind: str, thread=None):
                 raise ScheduleError(f"cannot parallelize loop {name}: it is inside parallel loop "
                                     f"{p.loop_var.name}; fuse the two and parallelize the result")
     if kind in ("parallel", "vectorized"):
-        stack = [loop.body]
-        while stack:
-            n = stack.pop()
-            if isinstance(n, For):
-                if n.kind == "parallel":
-                    raise ScheduleError(f"cannot {what} loop {name}: it contains parallel loop "
-                                        f"{n.loop_var.name}")
-                stack.append(n.body)
-            elif hasattr(n, "stmts"):
-                stack.extend(n.stmts)
-            elif isinstance(n, BlockRealize):
-                stack.append(n.block.body)
+        for n in find_stmts(loop.body, For):
+            if n.kind == "parallel":
+                raise ScheduleError(f"cannot {what} loop {name}: it contains parallel loop "
+                                    f"{n.loop_var.name}")
     new = For(loop.loop_var, loop.extent, kind, loop.body, thread, loop.annotations)
     sch.state.replace({loop: new})
     return []

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from ...tir.arith import Simplifier
 from ...tir.expr import binary
-from ...tir.functor import substitute, uses_var
-from ...tir.stmt import (Allocate, BlockRealize, For, IfThenElse, SeqStmt, TRUE)
+from ...tir.functor import map_children, substitute, uses_var
+from ...tir.stmt import BlockRealize, For, IfThenElse, TRUE
 from ..error import ScheduleError
 
 
@@ -20,13 +20,8 @@ def rebind(stmt, vmap: dict, dom: dict, extra_pred=None):
     if isinstance(stmt, For):
         inner = dict(dom)
         inner[stmt.loop_var] = (0, stmt.extent - 1)
-        body = rebind(stmt.body, vmap, inner, extra_pred)
-        if body is stmt.body:
-            return stmt
-        return For(stmt.loop_var, stmt.extent, stmt.kind, body, stmt.thread, stmt.annotations)
-    if isinstance(stmt, SeqStmt):
-        new = tuple(rebind(s, vmap, dom, extra_pred) for s in stmt.stmts)
-        return stmt if all(a is b for a, b in zip(new, stmt.stmts)) else SeqStmt(new)
+        body = rebind(stmt.body, vmap, inner, extra_pred)  # direct: split and fuse run this
+        return map_children(stmt, lambda _: body)
     if isinstance(stmt, BlockRealize):
         simp = Simplifier(dom)
         values = tuple(simp(substitute(v, vmap)) for v in stmt.iter_values)
@@ -36,12 +31,8 @@ def rebind(stmt, vmap: dict, dom: dict, extra_pred=None):
         pred = simp(pred)
         return BlockRealize(values, pred, stmt.block)
     if isinstance(stmt, IfThenElse):
-        return IfThenElse(substitute(stmt.cond, vmap), rebind(stmt.then_case, vmap, dom, extra_pred),
-                          None if stmt.else_case is None else
-                          rebind(stmt.else_case, vmap, dom, extra_pred))
-    if isinstance(stmt, Allocate):
-        return Allocate(stmt.buffer, rebind(stmt.body, vmap, dom, extra_pred))
-    return stmt
+        stmt = IfThenElse(substitute(stmt.cond, vmap), stmt.then_case, stmt.else_case)
+    return map_children(stmt, lambda s: rebind(s, vmap, dom, extra_pred))
 
 
 def check_data_parallel(loop: For, realizes, what: str):
