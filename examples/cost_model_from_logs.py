@@ -15,6 +15,7 @@ import tempfile
 import numpy as np
 
 from looptune import te
+from looptune.te.ops import workload
 from looptune.tune import EvaluatorConfig, tune_tir
 from looptune.tune.cost_model import CostModel
 from looptune.tune.cost_model.base import candidates_of_records
@@ -22,11 +23,7 @@ from looptune.tune.cost_model.metric import kendall_tau
 
 
 def matmul(n: int):
-    A = te.placeholder((n, n), name="A")
-    B = te.placeholder((n, n), name="B")
-    k = te.reduce_axis(n, "k")
-    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    return te.create_prim_func([A, B, C])
+    return te.create_prim_func(workload("matmul", M=n, N=n, K=n)[0])
 
 
 def main():

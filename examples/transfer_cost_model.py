@@ -16,16 +16,13 @@ import statistics
 import tempfile
 
 from looptune import te
+from looptune.te.ops import workload
 from looptune.tune import EvaluatorConfig, tune_tir
 from looptune.tune.cost_model import CostModel
 
 
 def matmul(m: int, n: int, k: int):
-    A = te.placeholder((m, k), name="A")
-    B = te.placeholder((k, n), name="B")
-    r = te.reduce_axis(k, "k")
-    C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    return te.create_prim_func([A, B, C])
+    return te.create_prim_func(workload("matmul", M=m, N=n, K=k)[0])
 
 
 def curve(db, func) -> list:
