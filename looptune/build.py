@@ -23,6 +23,12 @@ def written_params(func: PrimFunc) -> set:
     return out
 
 
+def args_info(func: PrimFunc) -> tuple:
+    """The ArgInfo of each parameter of `func` (name, shape, dtype, whether it is written)."""
+    written = written_params(func)
+    return tuple(ArgInfo(b.name, b.shape, b.dtype, b in written) for b in func.params)
+
+
 def generate_source(sch_or_func, target="cpu") -> tuple[PrimFunc, str]:
     """(the scheduled PrimFunc, its C source), without compiling."""
     if isinstance(sch_or_func, Schedule):
@@ -45,9 +51,7 @@ def build(sch_or_func, target="cpu", *, num_threads: int | None = None, flags=No
     count for parallel loops (default: OpenMP's, i.e. all cores)."""
     func, source = generate_source(sch_or_func, target)
     path = compile_shared(source, name=func.name, flags=flags, timeout=timeout)
-    written = written_params(func)
-    args = [ArgInfo(b.name, b.shape, b.dtype, b in written) for b in func.params]
-    mod = Module(path, CRenderer.symbol(func), args, source, path.with_suffix(".c"))
+    mod = Module(path, CRenderer.symbol(func), list(args_info(func)), source, path.with_suffix(".c"))
     if num_threads is not None:
         mod.set_num_threads(num_threads)
     return mod

@@ -16,19 +16,16 @@ import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from ..build import written_params
-from ..runtime.error import BuildError
-from ..runtime.module import ArgInfo
+from ..build import args_info
 from ..schedule import ScheduleError
-from ..schedule.primitives.layout import PACKED
 from ..tir.structural import structural_hash
 from ..tune.builder.base import Builder, BuilderInput
 from ..tune.builder.local import LocalBuilder as _LocalBuilder
 from ..tune.database.base import ERROR_CLASSES, TuningRecord
 from ..tune.error import TuneError
-from ..tune.runner.base import EvaluatorConfig, Runner, RunnerInput, RunnerResult
+from ..tune.runner.base import EvaluatorConfig, Runner, RunnerResult
 from ..tune.runner.local import LocalRunner as _LocalRunner
-from ..tune.task_scheduler.base import compiler_version_safe
+from ..tune.measure import Measurements, build_reference
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,11 +108,6 @@ def to_record(inp: MeasureInput, res: MeasureResult, measure: dict | None = None
                         error_msg=res.error_msg, time=res.timestamp, sch_hash=sch_hash)
 
 
-def args_info(func) -> tuple:
-    written = written_params(func)
-    return tuple(ArgInfo(b.name, b.shape, b.dtype, b in written) for b in func.params)
-
-
 # ---------------------------------------------------------------------------- the parts
 class LocalBuilder(_LocalBuilder):
     """AutoTVM's LocalBuilder: `n_parallel` compiles at a time, `timeout` seconds each."""
@@ -184,10 +176,10 @@ class Measurer:
         self.task = task
         self.seed = seed
         self.n_parallel = option.n_parallel
-        self.args_info = args_info(task.func)
         self.reference = None
-        self.measured: dict = {}   # source hash -> RunnerResult
-        self.best_secs = math.inf
+        self.measurements = Measurements(option.runner, option.evaluator, args_info(task.func),
+                                         seed, task.workload.key, option.abort_ratio)
+        self.best_secs = math.inf   # of the configs measured in full (not aborted early)
         self.run_info = {"id": uuid.uuid4().hex[:12], "start": time.time(), "task": task.name,
                          "strategy": strategy, "seed": seed}
 
@@ -220,30 +212,15 @@ class Measurer:
     def _reference(self):
         if self.option.check_correctness and self.reference is None:
             task = self.task
-            ref = self.option.builder.build([BuilderInput(task.func, task.target,
-                                                          {"trace": "unscheduled"})])[0]
-            if not ref.ok:
-                raise BuildError(f"the unscheduled {task.name} does not build: {ref.error_msg}")
-            self.reference = (ref.artifact, ref.symbol)
+            self.reference = build_reference(self.option.builder, task.func, task.target, task.name)
         return self.reference
 
     def _run(self, inp: MeasureInput, b, reference) -> RunnerResult:
-        if not b.ok:
-            return RunnerResult(None, b.error_class, b.error_msg)
-        if b.source_hash in self.measured:  # an identical binary: measured once
-            return self.measured[b.source_hash]
-        abort = self.best_secs * self.option.abort_ratio if math.isfinite(self.best_secs) else None
-        res = self.option.runner.run([RunnerInput(
-            b.artifact, b.symbol, self.args_info, self.option.evaluator, seed=self.seed,
-            reference=reference, abort_above_secs=abort, packed=inp.sch.func.attr(PACKED, ()),
-            workload_key=self.task.workload.key, sch_hash=inp.sch_hash)])[0]
-        self.measured[b.source_hash] = res
-        return res
+        return self.measurements.run(b, inp.sch, inp.sch_hash, best_secs=self.best_secs,
+                                     reference=reference)
 
     def _result(self, inp: MeasureInput, res: RunnerResult, source_hash) -> MeasureResult:
-        measure = res.measure if res.measure is not None else {
-            **self.option.evaluator.to_json(), "compiler": compiler_version_safe(),
-            "aborted_early": res.aborted_early, "source_hash": source_hash}
+        measure = self.measurements.settings(res, source_hash)
         out = MeasureResult(res.run_secs if res.ok else None, res.error_class, res.error_msg,
                             res.aborted_early)
         if out.ok and not res.aborted_early:

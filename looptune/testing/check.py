@@ -20,12 +20,11 @@ from typing import Callable
 
 import numpy as np
 
-from ..build import written_params
+from ..build import args_info
 from ..codegen import CRenderer
 from ..codegen.lower import finish_lowering, lower_loops
 from ..runtime.compiler import compile_library
 from ..runtime.error import BuildError
-from ..runtime.module import ArgInfo
 from ..runtime.ndarray import INT_SENTINEL
 from ..schedule import ScheduleError, Trace
 from ..target import Target
@@ -231,9 +230,8 @@ class Fuzzer:
                     source = self.source_hook(source)
         except (Exception, _Timeout) as e:
             return _crash(stage, e)
-        written = written_params(func)
-        args = [ArgInfo(b.name, b.shape, b.dtype, b in written) for b in func.params]
-        return _Ready(case, source, CRenderer.symbol(func), args, inputs, expected)
+        return _Ready(case, source, CRenderer.symbol(func), list(args_info(func)), inputs,
+                      expected)
 
     def _compiled(self, ready: list) -> list[Outcome]:
         if not ready:

@@ -6,19 +6,16 @@ import math
 import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from ...runtime.compiler import compiler_version
-from ...runtime.error import BuildError
-from ...runtime.module import ArgInfo
-from ...build import written_params
+from ...build import args_info
 from ..builder.base import BuilderInput
 from ..database.base import TuningRecord
 from ..error import TuneError
+from ..measure import Measurements, build_reference
 from ..progress import Progress
 from ..registry import Registry
-from ...schedule.primitives.layout import PACKED
-from ..runner.base import EvaluatorConfig, RunnerInput, RunnerResult
+from ..runner.base import EvaluatorConfig
 
 
 @dataclass(eq=False)
@@ -33,7 +30,7 @@ class TaskState:
     reference: tuple | None = None   # (artifact, symbol) of the unscheduled program
     check: bool = False              # check candidates against it (built when first needed)
     args_info: tuple = ()
-    measured: dict = field(default_factory=dict)  # source hash -> RunnerResult
+    measurements: Measurements | None = None  # the measuring state of this run
     best_trace: object = None        # the trace of the best comparable record
 
 
@@ -151,8 +148,7 @@ class TaskScheduler:
         best = min(comparable, key=lambda r: r.median_secs, default=None)
         if best is not None and best.ok:
             t.best_secs, t.best_trace = best.median_secs, best.trace
-        written = written_params(ctx.func)
-        t.args_info = tuple(ArgInfo(b.name, b.shape, b.dtype, b in written) for b in ctx.func.params)
+        t.args_info = args_info(ctx.func)
         seen = {r.sch_hash for r in done if r.sch_hash}
         spaces = ctx.generate_design_space()
         ctx.search_strategy.pre_tuning(max_trials=max(0, per_task - t.trials),
@@ -165,10 +161,7 @@ class TaskScheduler:
         candidate is (a run answered from a simulation table builds nothing)."""
         if t.check and t.reference is None:
             ctx = t.context
-            ref = builder.build([BuilderInput(ctx.func, ctx.target, {"trace": "unscheduled"})])[0]
-            if not ref.ok:
-                raise BuildError(f"the unscheduled {ctx.task_name} does not build: {ref.error_msg}")
-            t.reference = (ref.artifact, ref.symbol)
+            t.reference = build_reference(builder, ctx.func, ctx.target, ctx.task_name)
         return t.reference
 
     def run_info(self, ctx) -> dict:
@@ -199,32 +192,22 @@ class TaskScheduler:
                      if to_build else ())
         self.phase_secs["build"] += time.perf_counter() - t0
         run_info = self.run_info(ctx)
+        if task.measurements is None:
+            task.measurements = Measurements(runner, evaluator, task.args_info, ctx.seed,
+                                             task.workload.key, abort_ratio)
+        meas = task.measurements
         results = []
         for cand, res in zip(cands, known):
             if self._out_of_budget() and self.measured_this_run:  # a run measures at least one
                 break
             self.measured_this_run += 1
             b = next(built) if res is None else None
-            if b is None:
-                pass  # recalled: the runner knew the result without a build
-            elif not b.ok:
-                res = RunnerResult(None, b.error_class, b.error_msg)
-            elif b.source_hash in task.measured:  # an identical binary: measured once
-                res = task.measured[b.source_hash]
-            else:
-                abort = task.best_secs * abort_ratio if math.isfinite(task.best_secs) else None
+            if b is not None:  # not recalled: the runner needs the build
                 t0 = time.perf_counter()
-                res = runner.run([RunnerInput(b.artifact, b.symbol, task.args_info, evaluator,
-                                              seed=ctx.seed, reference=reference,
-                                              abort_above_secs=abort,
-                                              packed=cand.sch.func.attr(PACKED, ()),
-                                              workload_key=task.workload.key,
-                                              sch_hash=cand.sch_hash)])[0]
+                res = meas.run(b, cand.sch, cand.sch_hash, best_secs=task.best_secs,
+                               reference=reference)
                 self.phase_secs["run"] += time.perf_counter() - t0
-                task.measured[b.source_hash] = res
-            measure = res.measure if res.measure is not None else {
-                **evaluator.to_json(), "compiler": compiler_version_safe(),
-                "aborted_early": res.aborted_early, "source_hash": b.source_hash}
+            measure = meas.settings(res, b.source_hash if b else None)
             record = TuningRecord(
                 workload=task.workload, trace=cand.sch.trace, run_secs=res.run_secs,
                 target=ctx.target, args_info=task.args_info, measure={**measure, "run": run_info},
@@ -242,12 +225,3 @@ class TaskScheduler:
                                  best_secs=task.best_secs if math.isfinite(task.best_secs) else None,
                                  flops=ctx.flops, failures=sum(t.failures for t in self.tasks))
         return results
-
-
-def compiler_version_safe() -> str:
-    try:
-        from ... import env
-        return compiler_version(env.cc())
-    except Exception:  # noqa: BLE001 - provenance only; never fails a measurement
-        return "unknown"
-

@@ -1,0 +1,67 @@
+"""Measuring built candidates, the same way for every caller (the task scheduler's search
+and the template tuners): the unscheduled program is built once as the reference, an
+identical binary is measured once, a candidate far slower than the best so far is timed
+once (early abort), and every result carries the settings it was measured with."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..runtime.compiler import compiler_version
+from ..runtime.error import BuildError
+from ..schedule.primitives.layout import PACKED
+from .builder.base import BuilderInput, BuilderResult
+from .runner.base import EvaluatorConfig, RunnerInput, RunnerResult
+
+
+def build_reference(builder, func, target, name: str) -> tuple:
+    """(artifact, symbol) of the unscheduled `func`, to check candidates against."""
+    ref = builder.build([BuilderInput(func, target, {"trace": "unscheduled"})])[0]
+    if not ref.ok:
+        raise BuildError(f"the unscheduled {name} does not build: {ref.error_msg}")
+    return ref.artifact, ref.symbol
+
+
+@dataclass(eq=False)
+class Measurements:
+    """One task's measuring state in one run."""
+
+    runner: object
+    evaluator: EvaluatorConfig
+    args_info: tuple
+    seed: int | None
+    workload_key: str
+    abort_ratio: float = 3.0
+    measured: dict = field(default_factory=dict)  # source hash -> RunnerResult
+
+    def run(self, built: BuilderResult, sch, sch_hash: str, *, best_secs: float,
+            reference) -> RunnerResult:
+        """The result of one built candidate: its build failure, the result of an identical
+        binary measured before, or a measurement (timed once if over abort_ratio x best)."""
+        if not built.ok:
+            return RunnerResult(None, built.error_class, built.error_msg)
+        if built.source_hash in self.measured:  # an identical binary: measured once
+            return self.measured[built.source_hash]
+        abort = best_secs * self.abort_ratio if math.isfinite(best_secs) else None
+        res = self.runner.run([RunnerInput(
+            built.artifact, built.symbol, self.args_info, self.evaluator, seed=self.seed,
+            reference=reference, abort_above_secs=abort, packed=sch.func.attr(PACKED, ()),
+            workload_key=self.workload_key, sch_hash=sch_hash)])[0]
+        self.measured[built.source_hash] = res
+        return res
+
+    def settings(self, res: RunnerResult, source_hash) -> dict:
+        """A record's `measure`: the stored record's if the runner recalled one, else the
+        evaluator settings, compiler, early abort and the binary's hash."""
+        if res.measure is not None:
+            return dict(res.measure)
+        return {**self.evaluator.to_json(), "compiler": compiler_version_safe(),
+                "aborted_early": res.aborted_early, "source_hash": source_hash}
+
+
+def compiler_version_safe() -> str:
+    try:
+        from .. import env
+        return compiler_version(env.cc())
+    except Exception:  # noqa: BLE001 - provenance only; never fails a measurement
+        return "unknown"
