@@ -28,6 +28,17 @@ from .common import loop_dom
 ROOT, INLINE = "root", "inline"  # the two non-loop locations sample_compute_location can pick
 
 
+
+def _only_writer(scope, realize, buf, what: str, primitive: str) -> None:
+    """Refuse to move `realize` if another block of `scope` writes `buf` too: an init and its
+    update (decompose_reduction) would change order."""
+    writers = [br.block.name for br in collect_realizes(scope.body)
+               if br is not realize and buf in writes_of(br.block)]
+    if writers:
+        raise ScheduleError(f"{what}: {buf.name} is also written by block(s) "
+                            f"{', '.join(writers)}; only the one block writing a buffer can move "
+                            f"({primitive} before decompose_reduction)")
+
 def _lca_order(a, b, what: str):
     """(sequence, index of a's branch, index of b's branch) at the lowest common ancestor."""
     pa = a.parents + (a.node,)
@@ -113,12 +124,7 @@ def compute_at(sch, inputs, attrs, decision):
                             "producer into its consumers' loops (use reverse_compute_at to move a "
                             "consumer into its producer's loops)")
     scope = sch.state.scope_block_of(pentry)
-    writers = [br.block.name for br in collect_realizes(scope.body)
-               if br is not pr and x in writes_of(br.block)]
-    if writers:  # an init and its update (decompose_reduction): their order would change
-        raise ScheduleError(f"{what}: {x.name} is also written by block(s) {', '.join(writers)}; "
-                            f"only the one block writing a buffer can move (compute_at before "
-                            "decompose_reduction)")
+    _only_writer(scope, pr, x, what, "compute_at")
     under = collect_realizes(loop.body)
     under_ids = {id(x_) for x_ in under}
     consumers = [br for br in collect_realizes(scope.body) if br is not pr and x in reads_of(br.block)]
@@ -202,12 +208,7 @@ def reverse_compute_at(sch, inputs, attrs, decision):
     (x, producers), = produced.items()
     scope = sch.state.scope_block_of(centry)
     for y in writes_of(c):
-        writers = [br.block.name for br in collect_realizes(scope.body)
-                   if br is not cr and y in writes_of(br.block)]
-        if writers:  # an init and its update (decompose_reduction): their order would change
-            raise ScheduleError(f"{what}: {y.name} is also written by block(s) "
-                                f"{', '.join(writers)}; only the one block writing a buffer "
-                                "can move (reverse_compute_at before decompose_reduction)")
+        _only_writer(scope, cr, y, what, "reverse_compute_at")
     under_ids = {id(b) for b in under}
     for br in collect_realizes(scope.body):
         if x in writes_of(br.block) and id(br) not in under_ids:
