@@ -174,3 +174,17 @@ def with_annotation(annotations: tuple, key: str, value) -> tuple:
 
 
 TRUE = const(True)
+
+
+BARRIER_OP = "syncthreads"
+
+
+def barrier() -> "Evaluate":
+    """A GPU thread-block barrier (`__syncthreads()`): every thread of the block waits here
+    until all have arrived, and shared-memory writes before it are visible after it."""
+    from .expr import Call
+    return Evaluate(Call(BARRIER_OP, (), "int32"))
+
+
+def is_barrier(s) -> bool:
+    return isinstance(s, Evaluate) and getattr(s.value, "op", None) == BARRIER_OP

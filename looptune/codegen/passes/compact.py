@@ -38,10 +38,17 @@ def accumulation_loops(func: PrimFunc) -> dict:
     return out
 
 
-def compact_buffers(func: PrimFunc, accumulation: dict | None = None) -> PrimFunc:
+def compact_buffers(func: PrimFunc, accumulation: dict | None = None, *,
+                    gpu: bool = False) -> PrimFunc:
     """`accumulation` ({buffer: loop vars}, from accumulation_loops on the block-level
     function) says which loops a buffer accumulates over; without it, a loop counts as
-    accumulating when its variable is not an affine term of a read-modify-write index."""
+    accumulating when its variable is not an affine term of a read-modify-write index.
+
+    With `gpu`, storage follows the thread hierarchy: a "shared" buffer holds what all
+    threads of a block touch (threadIdx loops around its accesses are relaxed, as loops
+    inside them are), an intermediate whose accesses share a threadIdx loop becomes "local"
+    (one per thread), one inside a blockIdx loop only becomes "shared", and one outside
+    every kernel stays global."""
     body, allocs = func.body, []
     while isinstance(body, Allocate):
         allocs.append(body.buffer)
@@ -50,7 +57,7 @@ def compact_buffers(func: PrimFunc, accumulation: dict | None = None) -> PrimFun
     keep, moves = [], {}
     for buf in allocs:
         plan = _plan(buf, accesses.get(buf, []), None if accumulation is None
-                     else accumulation.get(buf, set()))
+                     else accumulation.get(buf, set()), gpu=gpu)
         if plan is None:
             keep.append(buf)
         else:
@@ -118,7 +125,26 @@ def _dom(loops) -> dict:
     return {lp.loop_var: (0, lp.extent - 1) for lp in loops}
 
 
-def _plan(buf, accesses, acc_vars):
+def _is_thread(lp, prefix: str) -> bool:
+    return lp.kind == "thread_binding" and lp.thread.startswith(prefix)
+
+
+def _gpu_scope(buf, common):
+    """(scope, loop vars to relax though they enclose every access) on a GPU, or None to keep
+    `buf` where it is (global, outside any kernel)."""
+    threads = {lp.loop_var for lp in common if _is_thread(lp, "threadIdx")}
+    if buf.scope == "shared":
+        return "shared", threads
+    if buf.scope == "local":
+        return "local", set()
+    if threads:
+        return "local", set()
+    if any(_is_thread(lp, "blockIdx") for lp in common):
+        return "shared", set()
+    return None
+
+
+def _plan(buf, accesses, acc_vars, *, gpu: bool = False):
     """(lca loop, new buffer, per-dim offsets) or None to keep the buffer as it is."""
     if not accesses:
         return None
@@ -136,14 +162,21 @@ def _plan(buf, accesses, acc_vars):
             common = common[:_accumulation_depth(indices, loops)]
     if not common:
         return None
+    relaxed_outer, scope = set(), None
+    if gpu:
+        where = _gpu_scope(buf, common)
+        if where is None:
+            return None
+        scope, relaxed_outer = where
     outer = _dom(common)
-    fast = _affine_regions(accesses, len(common), len(buf.shape))
+    fast = _affine_regions(accesses, len(common), len(buf.shape), relaxed_outer)
     if fast is not None:
-        return _shrink(buf, common, [(lo, None, ext) for lo, ext in fast])
+        return _shrink(buf, common, [(lo, None, ext) for lo, ext in fast], scope)
     simp = Simplifier(outer)
     bounds = None
     for indices, loops, _ in accesses:
-        relax = _dom(loops[len(common):])
+        relax = _dom([lp for lp in loops[:len(common)] if lp.loop_var in relaxed_outer]
+                     + list(loops[len(common):]))
         dom = _dom(loops)
         cur = []
         for idx in indices:
@@ -154,10 +187,11 @@ def _plan(buf, accesses, acc_vars):
         bounds = cur if bounds is None else [
             (simp(binary("min", a[0], c[0])), simp(binary("max", a[1], c[1])))
             for a, c in zip(bounds, cur)]
-    return _shrink(buf, common, [(lo, hi, const_extent(lo, hi, outer)) for lo, hi in bounds])
+    return _shrink(buf, common, [(lo, hi, const_extent(lo, hi, outer)) for lo, hi in bounds],
+                   scope)
 
 
-def _affine_regions(accesses, n_common: int, ndim: int):
+def _affine_regions(accesses, n_common: int, ndim: int, relaxed_outer=frozenset()):
     """The fast path of _plan: when every index is affine in the relaxed loop variables (the
     loops inside the common ones; outer pieces such as fused // 2 may be anything) and the
     accesses differ (per dimension) only in their constants and in the variables of the loops
@@ -169,6 +203,8 @@ def _affine_regions(accesses, n_common: int, ndim: int):
         if len(indices) != ndim:
             return None
         relaxed = {lp.loop_var: lp.extent for lp in loops[n_common:]}
+        relaxed.update({lp.loop_var: lp.extent for lp in loops[:n_common]
+                        if lp.loop_var in relaxed_outer})
         simp = Simplifier(_dom(loops))
         for d, idx in enumerate(indices):
             aff = simp.affine(idx)
@@ -202,8 +238,9 @@ def _affine_regions(accesses, n_common: int, ndim: int):
     return out
 
 
-def _shrink(buf, common, dims):
-    """(lca loop, new buffer, offsets) from per-dimension (lo, hi, constant extent or None)."""
+def _shrink(buf, common, dims, scope=None):
+    """(lca loop, new buffer, offsets) from per-dimension (lo, hi, constant extent or None);
+    `scope` (on a GPU) is the new buffer's storage scope."""
     shape, offsets = [], []
     for (lo, _, ext), n in zip(dims, buf.shape):
         if ext is None or ext >= n:
@@ -212,10 +249,11 @@ def _shrink(buf, common, dims):
         else:
             shape.append(ext)
             offsets.append(lo)
-    if tuple(shape) == buf.shape:
+    if tuple(shape) == buf.shape and scope in (None, buf.scope):
         new = buf
     else:
-        scope = "local" if buf.scope == "global" else buf.scope
+        if scope is None:
+            scope = "local" if buf.scope == "global" else buf.scope
         new = dataclasses.replace(buf, shape=tuple(shape), scope=scope,
                                   align=tuple(r for r in buf.align if r[0] < len(shape)))
     return common[-1], new, offsets

@@ -23,7 +23,9 @@ def _set_kind(sch, loop_rv, kind: str, thread=None):
                             f"(split it to make it both {loop.kind} and {kind})")
     what = {"parallel": "parallelize", "vectorized": "vectorize",
             "thread_binding": "bind"}.get(kind)
-    if what:
+    if what and not (kind == "thread_binding" and thread.startswith("threadIdx")):
+        # a reduction loop may be bound to threads: GPU lowering turns it into a
+        # cross-thread reduction (partial results in registers, combined through shared memory)
         check_data_parallel(loop, collect_realizes(loop.body), what)
     if kind == "parallel":
         for p in entry.parents:

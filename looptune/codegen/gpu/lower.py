@@ -1,0 +1,135 @@
+"""GPU lowering: a scheduled PrimFunc whose loop nests are bound to blockIdx / threadIdx ->
+a GpuProgram. The CPU pipeline does most of the work; what differs is here:
+
+1. vthread loops become unrolled serial loops inside each thread (virtual threads);
+2. reductions bound to threadIdx become cross-thread reductions (cross_thread.py);
+3. buffer compaction follows the thread hierarchy (shared tiles per block, registers per
+   thread, intermediates between kernels stay global);
+4. each top-level loop nest becomes a kernel: its launch shape is the largest extent bound
+   to each tag, its shared buffers are hoisted to the kernel's top;
+5. barriers go where shared memory is written and then read by other threads (sync.py)."""
+from __future__ import annotations
+
+from ...runtime.error import BuildError
+from ...target import Target
+from ...tir.expr import BufferLoad
+from ...tir.func import PrimFunc
+from ...tir.functor import find_stmts, map_children, visit
+from ...tir.stmt import Allocate, BufferStore, Comment, For, SeqStmt, seq
+from ..passes import (accumulation_loops, auto_unroll, compact_buffers, flatten, lower_blocks,
+                      lower_intdiv, partition_loops, unroll_explicit, vectorize_loops)
+from ..passes.unroll import copied_terms_last, folds_per_copy
+from .cross_thread import lower_cross_thread_reductions
+from .program import BLOCK_TAGS, THREAD_TAGS, GpuProgram, Kernel
+from .sync import insert_barriers
+
+_AXES = ("x", "y", "z")
+
+
+def is_gpu_func(func: PrimFunc) -> bool:
+    """Does `func` bind any loop to a GPU thread axis?"""
+    return any(lp.kind == "thread_binding" for lp in find_stmts(func.body, For))
+
+
+def lower_gpu(func: PrimFunc, target="cuda", *, vectorize: bool = True) -> GpuProgram:
+    """`vectorize=False` leaves vectorized loops as loops (for the interpreter)."""
+    target = Target.create(target)
+    f = _vthreads_to_loops(func)
+    f = lower_cross_thread_reductions(f)
+    acc = accumulation_loops(f)
+    f = compact_buffers(lower_blocks(f), acc, gpu=True)
+    f = f.with_body(auto_unroll(f.body, vector_bits=target.vector_bits))
+    body = unroll_explicit(partition_loops(f.body), only=folds_per_copy)
+    f = flatten(f.with_body(body))
+    if vectorize:
+        body = vectorize_loops(f.body, target.vector_bits)
+        f = f.with_body(copied_terms_last(lower_intdiv(body)))
+    else:
+        f = f.with_body(lower_intdiv(f.body))
+    return split_kernels(f)
+
+
+def _vthreads_to_loops(func: PrimFunc) -> PrimFunc:
+    def walk(s):
+        s = map_children(s, walk)
+        if isinstance(s, For) and s.kind == "thread_binding" and s.thread.startswith("vthread"):
+            return For(s.loop_var, s.extent, "unrolled", s.body, None, s.annotations)
+        return s
+    return func.with_body(walk(func.body))
+
+
+def split_kernels(func: PrimFunc) -> GpuProgram:
+    """One kernel per top-level statement of the lowered function."""
+    body, intermediates = func.body, []
+    while isinstance(body, Allocate):
+        intermediates.append(body.buffer)
+        body = body.body
+    items = body.stmts if isinstance(body, SeqStmt) else (body,)
+    kernels, notes = [], []
+    for item in items:
+        if isinstance(item, Comment):
+            notes.append(item)
+            continue
+        kernels.append(_kernel(func, item, len(kernels), tuple(intermediates), notes))
+        notes = []
+    if not kernels:
+        raise BuildError(f"{func.name}: nothing to run on the GPU")
+    return GpuProgram(func, tuple(kernels), tuple(intermediates))
+
+
+def _kernel(func, item, index, intermediates, notes) -> Kernel:
+    loops = find_stmts(item, For)
+    bound = [lp for lp in loops if lp.kind == "thread_binding"]
+    if not any(lp.thread in BLOCK_TAGS + THREAD_TAGS for lp in bound):
+        what = _block_names(item)
+        raise BuildError(f"{func.name}: the loop nest of {what} is not bound to GPU threads; "
+                         "bind its loops (sch.bind(loop, 'blockIdx.x') / 'threadIdx.x'), or "
+                         "schedule it with looptune.dlight.default_schedule")
+    for lp in loops:
+        if lp.kind == "parallel":
+            raise BuildError(f"{func.name}: loop {lp.loop_var.name} is parallel (a CPU loop kind) "
+                             "in a GPU kernel; bind it to blockIdx/threadIdx instead")
+    extent = {}
+    for lp in bound:
+        extent[lp.thread] = max(extent.get(lp.thread, 1), lp.extent)
+    grid = tuple(extent.get(f"blockIdx.{a}", 1) for a in _AXES)
+    block = tuple(extent.get(f"threadIdx.{a}", 1) for a in _AXES)
+    name = f"{func.name}_kernel{index}"
+    shared = []
+
+    def hoist(s):
+        s = map_children(s, hoist)
+        if isinstance(s, Allocate) and s.buffer.scope == "shared":
+            if s.buffer not in shared:
+                shared.append(s.buffer)
+            return s.body
+        return s
+
+    kbody = hoist(item)
+    if any(b.scope == "global" for b in _allocated(kbody)):
+        raise BuildError(f"kernel {name}: a global buffer is allocated inside the kernel; "
+                         "keep intermediates between kernels outside the bound loops")
+    kbody = insert_barriers(kbody, shared, extent, name)
+    used = _buffers(kbody)
+    params = tuple(b for b in tuple(func.params) + intermediates if b in used)
+    return Kernel(name, seq(*notes, kbody), params, grid, block, tuple(shared))
+
+
+def _allocated(s):
+    return [a.buffer for a in find_stmts(s, Allocate)]
+
+
+def _buffers(s) -> set:
+    out = set()
+
+    def fn(n):
+        if isinstance(n, (BufferLoad, BufferStore)):
+            out.add(n.buffer)
+    visit(s, fn)
+    return out
+
+
+def _block_names(item) -> str:
+    names = sorted({c.text.split(":")[0] for c in find_stmts(item, Comment)})
+    stores = sorted({s.buffer.name for s in find_stmts(item, BufferStore)})
+    return f"the statement writing {', '.join(stores)}" if stores else "a statement"
