@@ -37,3 +37,30 @@ def test_a_gpu_schedule_matches_numpy_thread_by_thread(case):
     out = np.full(tensors[-1].shape, np.nan, dtype=tensors[-1].dtype)
     interpreter.run(sch.func, *inputs, out)
     np.testing.assert_allclose(out, reference(*inputs), rtol=1e-5, atol=1e-5)
+
+
+def _without_barriers(program):
+    """`program` with every __syncthreads() removed."""
+    import dataclasses
+
+    from looptune.tir.functor import map_children
+    from looptune.tir.stmt import is_barrier, seq
+
+    def strip(s):
+        if is_barrier(s):
+            return seq()
+        return map_children(s, strip)
+    kernels = tuple(dataclasses.replace(k, body=strip(k.body)) for k in program.kernels)
+    return dataclasses.replace(program, kernels=kernels)
+
+
+@pytest.mark.parametrize("case,buffer", [("matmul", "[AB]_shared"),
+                                         ("softmax", "softmax_max_red_shared")])
+def test_a_missing_barrier_is_caught_as_a_race_on_the_shared_buffer(case, buffer):
+    from looptune.tir.interpreter_gpu import GpuRaceError, run_program
+    make, name, shape = CASES[case]
+    _, tensors, _ = gs.func_of(name, **shape)
+    program = _without_barriers(lower_gpu(make().func, vectorize=False))
+    out = np.zeros(tensors[-1].shape, dtype=tensors[-1].dtype)
+    with pytest.raises(GpuRaceError, match=f"(?s){buffer}.*__syncthreads"):
+        run_program(program, *_inputs(tensors), out)

@@ -1,7 +1,11 @@
 """The reference interpreter: runs a PrimFunc (scheduled or not, lowered or not) on numpy
 arrays by turning it into Python source. Slow, obvious and independent of codegen, so tests
 can check schedules and lowering passes without a C compiler. Intermediate buffers start as
-NaN (or a large sentinel for integers) so reads of unwritten data show up."""
+NaN (or a large sentinel for integers) so reads of unwritten data show up. A function bound
+to GPU threads (or a GpuProgram) runs thread by thread in interpreter_gpu.py.
+
+Values are numpy scalars of the IR's types, so every operation, cast and store rounds as the
+type says (float16 with numpy's, bfloat16 with ml_dtypes')."""
 from __future__ import annotations
 
 import itertools
@@ -14,6 +18,7 @@ from .buffer import Buffer
 from .expr import (Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Not, Ramp,
                    Select, Var)
 from .func import PrimFunc
+from .functor import find_stmts
 from .printer import Names
 from .stmt import (Allocate, Block, BlockRealize, BufferStore, Comment, Evaluate, For, IfThenElse,
                    SeqStmt)
@@ -34,10 +39,15 @@ class _PyGen:
     def __init__(self):
         self.names = Names(clean=_identifier)
         self.lines: list[str] = []
-        self.consts: dict = {}
+        self.types: set = set()  # numpy type names the code refers to as _t_<name>
 
     def name(self, obj) -> str:
         return self.names(obj)
+
+    def type(self, npname: str) -> str:
+        """The generated code's name for a numpy scalar type (bound by _env)."""
+        self.types.add(npname)
+        return f"_t_{npname}"
 
     def emit(self, depth, text):
         self.lines.append("    " * depth + text)
@@ -56,7 +66,7 @@ class _PyGen:
         if isinstance(e, FloatImm):
             v = e.value
             text = repr(v) if math.isfinite(v) else f"float('{v}')"  # inf, -inf, nan
-            return f"np.{dt.numpy_name(e.dtype)}({text})"
+            return f"{self.type(dt.numpy_name(e.dtype))}({text})"
         if isinstance(e, Binary):
             a, b = self.expr(e.a), self.expr(e.b)
             if e.op in ("min", "max"):
@@ -71,13 +81,14 @@ class _PyGen:
         if isinstance(e, Not):
             return f"(not {self.expr(e.a)})"
         if isinstance(e, BufferLoad):
-            return f"{self.name(e.buffer)}[{self.index(e.indices)}]"
+            return self.load(e)
         if isinstance(e, Cast):
-            return f"_cast_{dt.numpy_name(e.dtype)}({self.expr(e.value)})"
+            return f"{self.type(dt.numpy_name(e.dtype))}({self.expr(e.value)})"
         if isinstance(e, Select):
             return f"({self.expr(e.true_value)} if {self.expr(e.cond)} else {self.expr(e.false_value)})"
         if isinstance(e, Call):
-            return f"np.{dt.numpy_name(e.dtype)}(" + _CALLS[e.op].format(*(self.expr(a) for a in e.args)) + ")"
+            return (f"{self.type(dt.numpy_name(e.dtype))}("
+                    + _CALLS[e.op].format(*(self.expr(a) for a in e.args)) + ")")
         if isinstance(e, (Ramp, Broadcast)):
             raise NotImplementedError("the interpreter runs scalar IR; interpret before vectorizing")
         raise TypeError(f"interpreter: unsupported expression {e!r}")
@@ -89,20 +100,9 @@ class _PyGen:
             for x in s.stmts:
                 self.stmt(x, depth)
         elif isinstance(s, For):
-            # a perfect chain of loops is one Python loop (Python allows only 20 nested blocks)
-            chain = [s]
-            while isinstance(chain[-1].body, For):
-                chain.append(chain[-1].body)
-            if len(chain) == 1:
-                self.emit(depth, f"for {self.name(s.loop_var)} in range({s.extent}):")
-            else:
-                names = ", ".join(self.name(x.loop_var) for x in chain)
-                ranges = ", ".join(f"range({x.extent})" for x in chain)
-                self.emit(depth, f"for {names} in _product({ranges}):")
-            self.stmt(chain[-1].body, depth + 1)
+            self.loop(s, depth)
         elif isinstance(s, BufferStore):
-            self.emit(depth, f"{self.name(s.buffer)}[{self.index(s.indices)}] = "
-                             f"{self.expr(s.value)}")
+            self.store(s, depth)
         elif isinstance(s, IfThenElse):
             self.emit(depth, f"if {self.expr(s.cond)}:")
             self.stmt(s.then_case, depth + 1)
@@ -114,21 +114,51 @@ class _PyGen:
             self.stmt(s.body, depth)
         elif isinstance(s, BlockRealize):
             self.realize(s, depth)
-        elif isinstance(s, (Evaluate, Comment)):
+        elif isinstance(s, Evaluate):
+            self.evaluate(s, depth)
+        elif isinstance(s, Comment):
             self.emit(depth, "pass")
         else:
             raise TypeError(f"interpreter: unsupported statement {type(s).__name__}")
 
+    # the hooks interpreter_gpu overrides
+    def load(self, e: BufferLoad) -> str:
+        return f"{self.name(e.buffer)}[{self.index(e.indices)}]"
+
+    def store(self, s: BufferStore, depth):
+        self.emit(depth, f"{self.name(s.buffer)}[{self.index(s.indices)}] = {self.expr(s.value)}")
+
+    def evaluate(self, s: Evaluate, depth):
+        self.emit(depth, "pass")
+
+    def chained(self, s: For) -> bool:
+        """May loop `s` join the Python loop of the loop around it?"""
+        return True
+
+    def loop(self, s: For, depth):
+        # a perfect chain of loops is one Python loop (Python allows only 20 nested blocks)
+        chain = [s]
+        while isinstance(chain[-1].body, For) and self.chained(chain[-1].body):
+            chain.append(chain[-1].body)
+        if len(chain) == 1:
+            self.emit(depth, f"for {self.name(s.loop_var)} in range({s.extent}):")
+        else:
+            names = ", ".join(self.name(x.loop_var) for x in chain)
+            ranges = ", ".join(f"range({x.extent})" for x in chain)
+            self.emit(depth, f"for {names} in _product({ranges}):")
+        self.stmt(chain[-1].body, depth + 1)
+
     def alloc(self, b: Buffer, depth):
         fill = "np.nan" if dt.is_float(b.dtype) else "-12345"
         npd = dt.numpy_name(b.dtype)
+        t = self.type(npd)
         if b.strides is None and not b.align:
-            self.emit(depth, f"{self.name(b)} = np.full({b.shape}, {fill}, dtype=np.{npd})")
+            self.emit(depth, f"{self.name(b)} = np.full({b.shape}, {fill}, dtype={t})")
         else:
-            item = np.dtype(npd).itemsize
+            item = np.dtype(numpy_type(npd)).itemsize
             strides = tuple(st * item for st in b.layout_strides())
             self.emit(depth, f"{self.name(b)} = np.lib.stride_tricks.as_strided("
-                             f"np.full({b.size}, {fill}, dtype=np.{npd}), {b.shape}, {strides})")
+                             f"np.full({b.size}, {fill}, dtype={t}), {b.shape}, {strides})")
 
     def realize(self, br: BlockRealize, depth):
         b: Block = br.block
@@ -150,7 +180,7 @@ class _PyGen:
 
 def _identifier(name: str) -> str:
     """A Python identifier for an IR name ("i.0" -> "i_0_"). The trailing "_" keeps it clear
-    of keywords and of the helpers the generated code calls (np, _tdiv, _cast_int8, ...)."""
+    of keywords and of the helpers the generated code calls (np, _tdiv, _t_int8, ...)."""
     s = "".join(c if (c.isascii() and c.isalnum()) or c == "_" else "_" for c in name)
     return ("_" + s if s[:1].isdigit() else s) + "_"
 
@@ -173,13 +203,25 @@ def _erf(x):
     return math.erf(float(x))
 
 
-def _env():
+def numpy_type(npname: str):
+    """The numpy scalar type of a dtype's numpy name; bfloat16 comes from ml_dtypes."""
+    if npname == "bool":
+        return np.bool_
+    t = getattr(np, npname, None)
+    if t is None:
+        try:
+            import ml_dtypes
+        except ImportError as e:
+            raise ImportError(f"the interpreter needs the ml_dtypes package for {npname}") from e
+        t = getattr(ml_dtypes, npname)
+    return t
+
+
+def _env(types=()):
     env = {"np": np, "math": math, "_product": itertools.product, "_tdiv": _tdiv,
            "_tmod": _tmod, "_fdiv": _fdiv, "_erf": _erf}
-    for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32",
-                 "float64"):
-        t = getattr(np, name if name != "bool" else "bool_")
-        env[f"_cast_{name}"] = (lambda t: lambda x: t(x))(t)
+    for name in types:
+        env[f"_t_{name}"] = numpy_type(name)
     return env
 
 
@@ -192,17 +234,41 @@ def compile_python(func: PrimFunc):
     g.emit(1, "pass")
     g.stmt(func.body, 1)
     src = "\n".join(g.lines)
-    env = _env()
+    env = _env(g.types)
     exec(compile(src, f"<interpreter {func.name}>", "exec"), env)
     return src, env[fname]
 
 
-def run(func: PrimFunc, *arrays) -> None:
-    """Execute `func` on numpy arrays (argument order = func.params); outputs in place."""
-    if len(arrays) != len(func.params):
-        raise ValueError(f"{func.name} takes {len(func.params)} arrays, got {len(arrays)}")
+def run(func, *arrays) -> None:
+    """Execute `func` on numpy arrays (argument order = func.params); outputs in place.
+
+    A function with loops bound to blockIdx / threadIdx is lowered for the GPU and run
+    thread by thread, checking for races (interpreter_gpu.run_program); so is a GpuProgram."""
+    if not isinstance(func, PrimFunc) or is_gpu_bound(func):
+        from .interpreter_gpu import run_gpu
+        return run_gpu(func, *arrays)
+    views, copies = bind_arguments(func.name, func.params, arrays)
+    _, fn = compile_python(func)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        fn(*views)
+    for a, base in copies:  # outputs must land in the caller's arrays
+        a[...] = base.reshape(a.shape)
+
+
+def is_gpu_bound(func: PrimFunc) -> bool:
+    """Does `func` bind a loop to blockIdx / threadIdx? (vthread alone runs as loops.)"""
+    return any(lp.kind == "thread_binding" and lp.thread and
+               lp.thread.startswith(("blockIdx.", "threadIdx."))
+               for lp in find_stmts(func.body, For))
+
+
+def bind_arguments(name: str, params, arrays) -> tuple[list, list]:
+    """Views of `arrays` shaped as the buffers `params`, and the (array, copy) pairs whose
+    copies must be written back after the run."""
+    if len(arrays) != len(params):
+        raise ValueError(f"{name} takes {len(params)} arrays, got {len(arrays)}")
     views, copies = [], []
-    for b, a in zip(func.params, arrays):
+    for b, a in zip(params, arrays):
         a = np.asarray(a)
         if a.size != b.size:
             raise ValueError(f"argument {b.name}: expected {b.size} elements {b.shape}, got {a.shape}")
@@ -215,8 +281,4 @@ def run(func: PrimFunc, *arrays) -> None:
         if not np.may_share_memory(base, a) and a.flags.writeable:
             copies.append((a, base))  # reshape had to copy (e.g. a transposed array)
         views.append(view)
-    _, fn = compile_python(func)
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        fn(*views)
-    for a, base in copies:  # outputs must land in the caller's arrays
-        a[...] = base.reshape(a.shape)
+    return views, copies

@@ -130,6 +130,5 @@ def _buffers(s) -> set:
 
 
 def _block_names(item) -> str:
-    names = sorted({c.text.split(":")[0] for c in find_stmts(item, Comment)})
     stores = sorted({s.buffer.name for s in find_stmts(item, BufferStore)})
     return f"the statement writing {', '.join(stores)}" if stores else "a statement"
