@@ -15,7 +15,7 @@ from ...target import Target
 from ...tir.expr import BufferLoad
 from ...tir.func import PrimFunc
 from ...tir.functor import find_stmts, map_children, visit
-from ...tir.stmt import Allocate, BufferStore, Comment, For, SeqStmt, seq
+from ...tir.stmt import Allocate, BlockRealize, BufferStore, Comment, For, SeqStmt, seq
 from ..passes import (accumulation_loops, auto_unroll, compact_buffers, flatten, lower_blocks,
                       lower_intdiv, partition_loops, unroll_explicit, vectorize_loops)
 from ..passes.unroll import copied_terms_last, folds_per_copy
@@ -32,8 +32,11 @@ def is_gpu_func(func: PrimFunc) -> bool:
 
 
 def lower_gpu(func: PrimFunc, target="cuda", *, vectorize: bool = True) -> GpuProgram:
-    """`vectorize=False` leaves vectorized loops as loops (for the interpreter)."""
+    """`vectorize=False` leaves vectorized loops as loops (for the interpreter). A function
+    lowered already (loops only, flat buffers) is only split into kernels."""
     target = Target.create(target)
+    if not find_stmts(func.body, BlockRealize):
+        return split_kernels(func)
     f = _vthreads_to_loops(func)
     f = lower_cross_thread_reductions(f)
     acc = accumulation_loops(f)
