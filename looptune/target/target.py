@@ -1,5 +1,5 @@
-"""Target: what the code is compiled for - kind, ISA features, cores, caches - and detection
-of the host from /proc/cpuinfo and /sys."""
+"""Target: what the code is compiled for - kind, ISA features, cores, caches, GPU limits - and
+detection of the host (from /proc/cpuinfo and /sys) and of a CUDA GPU (through the driver)."""
 from __future__ import annotations
 
 import json
@@ -61,12 +61,50 @@ class Target:
     def has(self, feature: str) -> bool:
         return feature in self.features
 
+    # GPU limits (Target.extra; a target without them gets the usual values)
+    def limit(self, key: str, default=None):
+        return dict(self.extra).get(key, default)
+
+    @property
+    def max_threads_per_block(self) -> int:
+        return int(self.limit("max_threads_per_block", 1024))
+
+    @property
+    def max_shared_memory_per_block(self) -> int:
+        """Bytes of shared memory a block gets without opting in (static __shared__)."""
+        return int(self.limit("shared_memory_bytes", 49152))
+
+    @property
+    def max_shared_memory_per_block_optin(self) -> int:
+        """The most a block can have, opting in (dynamic shared memory)."""
+        return int(self.limit("max_shared_memory_per_block_optin",
+                              self.max_shared_memory_per_block))
+
+    @property
+    def max_registers_per_block(self) -> int:
+        return int(self.limit("max_registers_per_block", 65536))
+
+    @property
+    def warp_size(self) -> int:
+        return int(self.limit("warp_size", 32))
+
+    @property
+    def compute_capability(self) -> tuple:
+        """(major, minor) of a GPU target's arch ("sm_90" -> (9, 0))."""
+        digits = self.arch.removeprefix("sm_").rstrip("af")
+        if self.kind != "cuda" or not digits.isdigit():
+            raise TargetError(f"{self} has no compute capability (not a CUDA target)")
+        return int(digits[:-1]), int(digits[-1])
+
     def key(self) -> str:
         """What tuning results depend on: kind, architecture and the vector ISA."""
         feats = "+".join(f for f in _KEY_FEATURES if f in self.features)
         return f"{self.kind}:{self.arch}:{feats}:{self.cores}c"
 
     def __str__(self):
+        if self.kind == "cuda":
+            model = f"{self.model}, " if self.model else ""
+            return f"cuda({model}{self.arch}, {self.cores} SMs)"
         feats = "+".join(f for f in _KEY_FEATURES if f in self.features) or "scalar"
         return f"{self.kind}({self.model or self.arch}, {feats}, {self.cores} cores)"
 
@@ -142,6 +180,69 @@ def host() -> Target:
                   l3_bytes=caches.get(3, default.l3_bytes))
 
 
-def cuda_target(arch: str = "sm_90", model: str = "") -> Target:
-    return Target(kind="cuda", model=model, arch=arch, cores=132, vector_bits=128,
-                  extra=(("max_threads_per_block", 1024), ("shared_memory_bytes", 49152)))
+# Per architecture, the defaults of a GPU target that is named rather than detected (and of
+# the fallback when no GPU can be queried): SMs, shared memory per block (opt-in maximum), L2.
+_GPU_DEFAULTS = {
+    "sm_70": dict(sm_count=80, smem_optin=98304, l2=6 << 20),
+    "sm_75": dict(sm_count=40, smem_optin=65536, l2=4 << 20),
+    "sm_80": dict(sm_count=108, smem_optin=166912, l2=40 << 20),
+    "sm_86": dict(sm_count=84, smem_optin=101376, l2=6 << 20),
+    "sm_89": dict(sm_count=128, smem_optin=101376, l2=72 << 20),
+    "sm_90": dict(sm_count=132, smem_optin=232448, l2=50 << 20),
+}
+
+# Target.extra key -> the CU_DEVICE_ATTRIBUTE_<NAME> it is read from
+CUDA_ATTRIBUTES = {
+    "max_threads_per_block": "MAX_THREADS_PER_BLOCK",
+    "shared_memory_bytes": "MAX_SHARED_MEMORY_PER_BLOCK",
+    "max_shared_memory_per_block_optin": "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
+    "max_shared_memory_per_sm": "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR",
+    "max_registers_per_block": "MAX_REGISTERS_PER_BLOCK",
+    "max_threads_per_sm": "MAX_THREADS_PER_MULTIPROCESSOR",
+    "warp_size": "WARP_SIZE",
+}
+
+
+def _gpu_extra(arch: str, **known) -> tuple:
+    d = _GPU_DEFAULTS.get(arch, _GPU_DEFAULTS["sm_90"])
+    extra = {"max_threads_per_block": 1024, "shared_memory_bytes": 49152,
+             "max_shared_memory_per_block_optin": d["smem_optin"],
+             "max_shared_memory_per_sm": d["smem_optin"] + 1024,
+             "max_registers_per_block": 65536, "max_threads_per_sm": 2048, "warp_size": 32}
+    extra.update(known)
+    return tuple(sorted(extra.items()))
+
+
+def cuda_target(arch: str | None = None, model: str | None = None, *, device: int = 0) -> Target:
+    """A CUDA target. With neither `arch` nor `model`: the GPU `device` as the driver reports
+    it (cached), or, where no GPU or driver can be queried, the sm_90 defaults with a note in
+    `model` saying so. With `arch` ("sm_80"): that architecture's typical limits, without
+    asking the driver (to generate code for a GPU that is not here)."""
+    if arch is None and model is None:
+        return _detected_cuda(device)
+    arch = arch or "sm_90"
+    d = _GPU_DEFAULTS.get(arch, _GPU_DEFAULTS["sm_90"])
+    return Target(kind="cuda", model=model or "", arch=arch, cores=d["sm_count"],
+                  vector_bits=128, l2_bytes=d["l2"], extra=_gpu_extra(arch))
+
+
+@lru_cache(maxsize=None)
+def _detected_cuda(device: int) -> Target:
+    try:
+        from ..runtime.cuda import DeviceQuery
+        return cuda_target_from_device(DeviceQuery(device))
+    except Exception:  # noqa: BLE001 - no cuda-python, no driver, no device: fall back
+        # (why not: looptune.runtime.cuda.gpu_available())
+        return cuda_target("sm_90", "default sm_90 limits: no CUDA GPU detected")
+
+
+def cuda_target_from_device(query) -> Target:
+    """A Target from a device query: `query.name()` and `query.attribute(NAME)`, the value of
+    the driver's CU_DEVICE_ATTRIBUTE_<NAME> (runtime.cuda.DeviceQuery; tests pass a fake)."""
+    major = query.attribute("COMPUTE_CAPABILITY_MAJOR")
+    minor = query.attribute("COMPUTE_CAPABILITY_MINOR")
+    arch = f"sm_{major}{minor}"
+    known = {key: int(query.attribute(attr)) for key, attr in CUDA_ATTRIBUTES.items()}
+    return Target(kind="cuda", model=query.name(), arch=arch,
+                  cores=int(query.attribute("MULTIPROCESSOR_COUNT")), vector_bits=128,
+                  l2_bytes=int(query.attribute("L2_CACHE_SIZE")), extra=_gpu_extra(arch, **known))

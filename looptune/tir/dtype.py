@@ -12,6 +12,7 @@ _ELEMENTS = {
     "int64": ("int", 64, "int64_t", "int64"),
     "uint8": ("uint", 8, "uint8_t", "uint8"),
     "float16": ("float", 16, "_Float16", "float16"),
+    "bfloat16": ("float", 16, "__bf16", "bfloat16"),  # numpy: ml_dtypes.bfloat16 (numpy_name)
     "float32": ("float", 32, "float", "float32"),
     "float64": ("float", 64, "double", "float64"),
 }
@@ -85,7 +86,28 @@ def c_type(dtype: str) -> str:
 
 
 def numpy_name(dtype: str) -> str:
-    return _ELEMENTS[element(dtype)][3]
+    """numpy's name of the element type; `np.dtype(numpy_name(d))` is the array dtype.
+    numpy has no bfloat16: ml_dtypes (pip install ml_dtypes, part of looptune[cuda])
+    registers it, and is imported here when needed."""
+    e = element(dtype)
+    if e == "bfloat16":
+        _ml_dtypes()
+    return _ELEMENTS[e][3]
+
+
+def numpy_dtype(dtype: str):
+    """The numpy dtype of arrays of `dtype`'s elements."""
+    import numpy as np
+    return np.dtype(numpy_name(dtype))
+
+
+def _ml_dtypes():
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise DTypeError("bfloat16 arrays need the ml_dtypes package (numpy has no bfloat16): "
+                         "pip install ml_dtypes, or pip install 'looptune[cuda]'") from None
+    return ml_dtypes
 
 
 def nbytes(dtype: str) -> int:
@@ -102,7 +124,9 @@ def promote(a: str, b: str) -> str:
         raise DTypeError(f"cannot combine vectors of {la} and {lb} lanes ({a}, {b})")
     n = max(la, lb)
     ka, kb = _RANK[kind(ea)], _RANK[kind(eb)]
-    if ka != kb:
+    if {ea, eb} == {"float16", "bfloat16"}:  # neither holds the other: as torch does
+        e = "float32"
+    elif ka != kb:
         e = ea if ka > kb else eb
     else:
         e = ea if bits(ea) >= bits(eb) else eb
