@@ -68,14 +68,7 @@ def lower_for_gpu(func: PrimFunc, target):
                          "is bound to a GPU thread axis; bind them (sch.bind(loop, "
                          "'blockIdx.x'), sch.bind(loop, 'threadIdx.x')), or build with "
                          "target='cpu'")
-    from .codegen import gpu
-    lower_gpu = getattr(gpu, "lower_gpu", None)
-    if lower_gpu is None:
-        try:
-            from .codegen.gpu.lower import lower_gpu
-        except ImportError:
-            raise BuildError("GPU lowering (looptune.codegen.gpu.lower_gpu) is missing from "
-                             "this looptune") from None
+    from .codegen.gpu import lower_gpu
     return lower_gpu(func, target)
 
 

@@ -15,7 +15,13 @@ from .runner.base import EvaluatorConfig, RunnerInput, RunnerResult
 
 
 def build_reference(builder, func, target, name: str) -> tuple:
-    """(artifact, symbol) of the unscheduled `func`, to check candidates against."""
+    """(artifact, symbol) of the unscheduled `func`, to check candidates against. For a GPU
+    target it is built for this host's CPU (the unscheduled function binds no threads); the
+    CUDA runner's worker runs it to get the expected outputs."""
+    if target.kind == "cuda":
+        from ..target import Target
+        from .builder.local import LocalBuilder
+        builder, target = LocalBuilder(max_workers=1), Target.create("cpu")
     ref = builder.build([BuilderInput(func, target, {"trace": "unscheduled"})])[0]
     if not ref.ok:
         raise BuildError(f"the unscheduled {name} does not build: {ref.error_msg}")

@@ -48,20 +48,27 @@ def _database(database, work_dir) -> Database:
 
 def tune_tasks(tasks, *, work_dir=None, max_trials_global: int, num_trials_per_iter: int = 64,
                max_trials_per_task: int | None = None, max_time_s: float | None = None,
-               task_weights=None, builder="local", runner="local", database=None,
+               task_weights=None, builder=None, runner=None, database=None,
                task_scheduler="gradient", evaluator: EvaluatorConfig | None = None,
                check_correctness: bool = True, progress: bool = True,
                measure_callbacks=()) -> Database:
     """Tune TuneContexts under one budget; returns the database holding every record.
     Re-running with the same work_dir resumes: earlier records count toward the budget and
-    are not measured again."""
+    are not measured again. `builder` / `runner` default to the tasks' target kind's
+    ("local" for cpu, "cuda" for cuda)."""
     _check_budget(max_trials_global=max_trials_global, num_trials_per_iter=num_trials_per_iter,
                   max_trials_per_task=max_trials_per_task, max_time_s=max_time_s)
     if evaluator is not None and not isinstance(evaluator, EvaluatorConfig):
         raise TuneError(f"evaluator must be an EvaluatorConfig, got {evaluator!r}")
+    tasks = list(tasks)
+    kinds = {t.target.kind for t in tasks}
+    if len(kinds) > 1 and (builder is None or runner is None):
+        raise TuneError(f"the tasks are for several target kinds ({', '.join(sorted(kinds))}); "
+                        "tune each kind separately, or pass builder= and runner=")
+    default = "cuda" if kinds == {"cuda"} else "local"
     database = _database(database, work_dir)
-    builder = Builder.create(builder)
-    runner = Runner.create(runner)
+    builder = Builder.create(builder or default)
+    runner = Runner.create(runner or default)
     if runner.evaluator is not None:  # a runner that fixes the settings (a simulation table)
         if evaluator is not None and evaluator != runner.evaluator:
             raise TuneError(f"the runner's results are measured with {runner.evaluator} (its "
@@ -69,7 +76,7 @@ def tune_tasks(tasks, *, work_dir=None, max_trials_global: int, num_trials_per_i
         evaluator = runner.evaluator
     scheduler = TaskScheduler.create(task_scheduler)
     try:
-        scheduler.tune(list(tasks), task_weights=task_weights,
+        scheduler.tune(tasks, task_weights=task_weights,
                        max_trials_global=max_trials_global,
                        max_trials_per_task=max_trials_per_task,
                        num_trials_per_iter=num_trials_per_iter, builder=builder, runner=runner,

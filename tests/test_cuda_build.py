@@ -1,0 +1,55 @@
+"""The CUDA builder of the tuning engine: GPU schedules compile (with nvcc, or NVRTC where
+cuda-python has it) into the artifacts CudaRunner loads, failures become build records, and
+the reference a GPU candidate is checked against is a CPU build. No GPU needed."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+import gpu_schedules as gs
+from looptune.target import Target
+from looptune.tune.builder import Builder, BuilderInput
+from looptune.tune.measure import build_reference
+
+
+def _have_cuda_compiler() -> bool:
+    from looptune.runtime import cuda
+    return shutil.which("nvcc") is not None or cuda._nvrtc_version() is not None
+
+
+needs_compiler = pytest.mark.skipif(not _have_cuda_compiler(), reason="needs nvcc or NVRTC")
+CUDA = Target.create("cuda")
+
+
+@needs_compiler
+def test_gpu_schedules_build_into_loadable_artifacts_and_identical_sources_compile_once():
+    builder = Builder.create("cuda", max_workers=2)
+    funcs = [gs.shared_matmul().func, gs.softmax().func, gs.shared_matmul().func]
+    results = builder.build([BuilderInput(f, CUDA, {"trace": "test"}) for f in funcs])
+    assert all(r.ok for r in results), [r.error_msg for r in results]
+    assert results[0].source_hash == results[2].source_hash
+    assert results[0].artifact == results[2].artifact
+    desc = json.loads(open(results[1].artifact).read())
+    assert [k["grid"] for k in desc["kernels"]] == [[5, 1, 1]]
+    assert [a["name"] for a in desc["args"]] == ["X", "softmax"]
+
+
+def test_an_unbound_schedule_is_a_build_error_record_not_an_exception():
+    func, _, _ = gs.func_of("matmul", M=8, N=8, K=8)
+    (res,) = Builder.create("cuda").build([BuilderInput(func, CUDA, {})])
+    assert res.error_class == "build_error"
+    assert "not bound to GPU threads" in res.error_msg
+
+
+def test_the_cuda_builder_refuses_a_cpu_target():
+    (res,) = Builder.create("cuda").build([BuilderInput(gs.softmax().func, Target.create("cpu"))])
+    assert res.error_class == "build_error" and "builder='local'" in res.error_msg
+
+
+@pytest.mark.cc
+def test_the_reference_of_a_gpu_task_is_built_for_the_host():
+    func, _, _ = gs.func_of("softmax", M=4, N=8)
+    artifact, symbol = build_reference(Builder.create("cuda"), func, CUDA, "softmax")
+    assert artifact.endswith(".so") and symbol.endswith("_kernel")
