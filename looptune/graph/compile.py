@@ -21,7 +21,7 @@ from ..schedule.primitives.layout import PACKED
 from ..target import Target
 from ..tir import dtype as dt
 from ..tune.database.base import Database
-from .default_schedule import default_schedule
+from ..dlight import default_schedule
 from .fuse import fuse
 from .ir import Graph
 from .memory import pack_weights, plan_arena

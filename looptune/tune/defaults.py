@@ -18,6 +18,25 @@ DEFAULT_RULES = {
                                        "unroll_explicit": True}),
         ("random-compute-location", {}),
     ],
+    # MetaSchedule's CUDA set: a thread block per S0 tile, virtual threads per S1, threads per
+    # S2; inputs staged in shared memory per outer reduction step, accumulators in registers
+    "cuda": [
+        ("auto-inline", {"into_consumer": True, "into_producer": True,
+                         "disallow_if_then_else": False}),
+        ("cross-thread-reduction", {"thread_extents": (4, 8, 16, 32, 64, 128, 256, 512)}),
+        # max_innermost_factor 16, not MetaSchedule's 64: about twice as many samples fit
+        # the thread, register and shared-memory limits (verify-gpu-code refuses the rest)
+        ("multi-level-tiling", {"structure": "SSSRRSRS", "max_innermost_factor": 16,
+                                "tile_binds": ("blockIdx.x", "vthread.x", "threadIdx.x"),
+                                "read_levels": (1,), "read_scope": "shared",
+                                "vector_load_lens": (1, 2, 4),
+                                "write_levels": (3,), "write_scope": "local",
+                                "write_reuse": "must", "tile_sampler": "perfect"}),
+        ("auto-bind", {"thread_extents": (32, 64, 128, 256, 512, 1024), "max_blocks": 256}),
+        ("parallel-vectorize-unroll", {"jobs_per_core": (), "max_vectorize_extent": 0,
+                                       "unroll_max_steps": (0, 16, 64, 512, 1024),
+                                       "unroll_explicit": True}),
+    ],
 }
 
 DEFAULT_POSTPROCS = {
@@ -25,6 +44,12 @@ DEFAULT_POSTPROCS = {
         ("rewrite-layout", {}),  # a model's constant weights only
         ("rewrite-parallel-vectorize-unroll", {}),
         ("verify-cpu", {"max_vector_lanes": 64, "max_local_bytes": 1 << 20}),
+    ],
+    "cuda": [
+        ("rewrite-cooperative-fetch", {}),
+        ("rewrite-unbound-block", {"max_threads": None, "max_blocks": 256}),
+        ("rewrite-parallel-vectorize-unroll", {}),
+        ("verify-gpu-code", {"max_vthreads": 8, "max_vector_bytes": 16, "register_reserve": 16}),
     ],
 }
 
@@ -51,9 +76,10 @@ def _kind(target) -> str:
     return kind
 
 # How often each mutator is picked when a candidate mutates (normalized over the mutators
-# that apply to it): tile sizes matter most on CPUs.
+# that apply to it): tile sizes matter most on CPUs and GPUs.
 DEFAULT_MUTATOR_PROBS = {
     "cpu": {"tile-size": 0.9, "compute-location": 0.05, "unroll": 0.03, "parallel": 0.02},
+    "cuda": {"tile-size": 0.9, "unroll": 0.08, "thread-binding": 0.02},
 }
 
 # EvolutionarySearch, sized for a 2-core machine: a generation costs about

@@ -4,7 +4,9 @@ extent, compute location). `Mutator.create("tile-size")`; register your own with
 from .base import Mutator
 from .compute_location import MutateComputeLocation
 from .parallel import MutateParallel
+from .thread_binding import MutateThreadBinding
 from .tile_size import MutateTileSize
 from .unroll import MutateUnroll
 
-__all__ = ["MutateComputeLocation", "MutateParallel", "MutateTileSize", "MutateUnroll", "Mutator"]
+__all__ = ["MutateComputeLocation", "MutateParallel", "MutateThreadBinding", "MutateTileSize",
+           "MutateUnroll", "Mutator"]

@@ -1,10 +1,12 @@
 """Schedule rules: how a design space is made from a workload."""
 from .add_rfactor import AddRFactor
+from .auto_bind import AutoBind
 from .auto_inline import AutoInline
 from .base import ScheduleRule
+from .cross_thread_reduction import CrossThreadReduction
 from .multi_level_tiling import MultiLevelTiling
 from .parallel_vectorize_unroll import ParallelizeVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
 
-__all__ = ["AddRFactor", "AutoInline", "MultiLevelTiling", "ParallelizeVectorizeUnroll",
-           "RandomComputeLocation", "ScheduleRule"]
+__all__ = ["AddRFactor", "AutoBind", "AutoInline", "CrossThreadReduction", "MultiLevelTiling",
+           "ParallelizeVectorizeUnroll", "RandomComputeLocation", "ScheduleRule"]

@@ -7,6 +7,14 @@ sampled level: by fusing an elementwise consumer there (reverse_compute_at), or 
 local cache_write (the accumulator tile that lowering turns into a stack array). With
 `read_levels`, each input is also copied per tile (cache_read + compute_at at the end of that
 reduction group), which lowering compacts into a contiguous packed panel.
+
+On GPUs (MetaSchedule's CUDA configuration) the structure is "SSSRRSRS" with
+tile_binds=("blockIdx.x", "vthread.x", "threadIdx.x"): the first three spatial levels are
+fused and bound, so S0 picks the thread block, S1 the virtual thread and S2 the thread; the
+inputs are copied into "shared" tiles once per outer reduction step (read_levels=(1,)) and
+the accumulator is a "local" (register) tile written back per thread (write_levels=(3,),
+write_reuse="must"). The copy into shared memory is marked for cooperative fetching and
+finished by the rewrite-cooperative-fetch postprocessor (see there for why).
 """
 from __future__ import annotations
 
@@ -15,26 +23,42 @@ from .analysis import has_reuse, is_elementwise, loop_kinds
 from .base import ScheduleRule
 
 TILED = "meta_schedule.tiling_structure"
+COOPERATIVE_FETCH = "meta_schedule.cooperative_fetch"  # value: the vector length of the copy
 
 
 @ScheduleRule.registry.register("multi-level-tiling")
 class MultiLevelTiling(ScheduleRule):
     def __init__(self, structure: str = "SSRSRS", max_innermost_factor: int | None = None,
                  write_levels=(1, 2), write_scope: str = "local", read_levels=(),
-                 tile_sampler: str = "partitioned"):
+                 tile_sampler: str = "partitioned", *, tile_binds=(), read_scope: str = "global",
+                 write_reuse: str = "may", vector_load_lens=()):
         """max_innermost_factor None: 4 x the target's float32 vector lanes. tile_sampler:
         "perfect" (sample_perfect_tile: factors divide the extent) or "partitioned"
-        (sample_tile on spatial loops: the innermost may leave a guarded tail)."""
+        (sample_tile on spatial loops: the innermost may leave a guarded tail).
+        tile_binds: thread axes for the first levels of the structure (spatial ones), each
+        level's loops fused and bound. write_reuse "may": an elementwise consumer is fused at
+        the write level instead of a cache; "must": always a `write_scope` cache, and a sole
+        unscheduled elementwise consumer is inlined into its write-back. vector_load_lens: the
+        vector lengths a cooperative fetch into "shared" samples from."""
         if set(structure) - {"S", "R"} or "S" not in structure:
             raise ValueError(f"structure {structure!r} must be made of S and R")
         if tile_sampler not in ("perfect", "partitioned"):
             raise ValueError(f"tile_sampler {tile_sampler!r} must be 'perfect' or 'partitioned'")
+        if set(structure[:len(tile_binds)]) - {"S"}:
+            raise ValueError(f"tile_binds {tuple(tile_binds)} bind the first levels of "
+                             f"{structure!r}, which must be spatial (S)")
+        if write_reuse not in ("may", "must"):
+            raise ValueError(f"write_reuse {write_reuse!r} must be 'may' or 'must'")
         self.tile_sampler = tile_sampler
         self.structure = structure
         self.max_innermost_factor = max_innermost_factor
         self.write_levels = tuple(write_levels)
         self.write_scope = write_scope
         self.read_levels = tuple(read_levels)
+        self.tile_binds = tuple(tile_binds)
+        self.read_scope = read_scope
+        self.write_reuse = write_reuse
+        self.vector_load_lens = tuple(vector_load_lens)
 
     def initialize_with_tune_context(self, context) -> None:
         if self.max_innermost_factor is None:
@@ -47,6 +71,8 @@ class MultiLevelTiling(ScheduleRule):
         kinds = loop_kinds(sch, block)
         if "O" in kinds or not kinds:
             return [sch]
+        if any(lp.kind != "serial" for lp in sch.state.loops_of(b.name)):
+            return [sch]  # scheduled already (bound, parallel, ...)
         try:
             groups = self._tile(sch, block, kinds)
         except ScheduleError:
@@ -82,11 +108,19 @@ class MultiLevelTiling(ScheduleRule):
             raise ScheduleError("no such reduction level")
         loop = r_groups[level - 1][-1]
         for index in range(len(sch.get(block).reads)):
-            cached = sch.cache_read(block, index, "global")
+            cached = sch.cache_read(block, index, self.read_scope)
             sch.compute_at(cached, loop)
+            if self.read_scope == "shared":
+                self._mark_cooperative(sch, cached)
+
+    def _mark_cooperative(self, sch, cached):
+        lens = self.vector_load_lens or (1,)
+        vec = lens[0] if len(lens) == 1 else sch.sample_categorical(list(lens))
+        sch.annotate(cached, COOPERATIVE_FETCH, vec)
 
     def _tile(self, sch, block, kinds) -> list:
-        """Split and reorder; returns the loop groups in structure order."""
+        """Split and reorder (and bind the first levels to tile_binds); returns the loop
+        groups in structure order."""
         n_s, n_r = self.structure.count("S"), self.structure.count("R")
         levels = {"S": [[] for _ in range(n_s)], "R": [[] for _ in range(n_r)]}
         for loop, kind in zip(sch.get_loops(block), kinds):
@@ -104,6 +138,11 @@ class MultiLevelTiling(ScheduleRule):
         order = [lp for _, g in groups for lp in g]
         if len(order) > 1:
             sch.reorder(*order)
+        for k, axis in enumerate(self.tile_binds):
+            c, loops = groups[k]
+            fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+            sch.bind(fused, axis)
+            groups[k] = (c, [fused])
         return groups
 
     def _write_back(self, sch, block, groups, level: int):
@@ -113,8 +152,15 @@ class MultiLevelTiling(ScheduleRule):
             raise ScheduleError("no such tiling level")
         loop = s_groups[level - 1][-1]
         consumers = sch.get_consumers(block)
-        if len(consumers) == 1 and is_elementwise(sch.get(consumers[0])):
+        fusible = len(consumers) == 1 and is_elementwise(sch.get(consumers[0]))
+        if fusible and self.write_reuse == "may":
             sch.reverse_compute_at(consumers[0], loop)
             return
         cached = sch.cache_write(block, 0, self.write_scope)
         sch.reverse_compute_at(cached, loop)
+        if fusible and all(lp.kind == "serial"
+                           for lp in sch.state.loops_of(sch.get(consumers[0]).name)):
+            try:
+                sch.reverse_compute_inline(consumers[0])
+            except ScheduleError:
+                pass  # the consumer stays a stage of its own

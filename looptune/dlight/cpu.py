@@ -1,0 +1,191 @@
+"""The CPU default schedule (one rule: "cpu-default"), a reasonable kernel with zero search:
+
+- Elementwise stages without conditions are inlined into the stage that reads them.
+- A reduction with reuse (matmul, convolution) gets a register tile of 8 accumulators: the
+  spatial loop its accesses follow contiguously split into two vectors of the target's
+  width (four when there is no other long spatial loop) and the last other long spatial
+  loop into 4 rows; the reduction loops go between the tile and the rest (short window
+  loops unrolled), with the blocks of the vector axis outermost (a weight panel stays in
+  cache); the tile accumulates in a buffer of its own and its elementwise epilogue is
+  applied while it is written back. Its outer spatial loops run in parallel.
+- A reduction along its innermost loop (softmax, layer_norm, mean): rfactored into a
+  vector of partial results, which vectorizes, then reduced.
+- A short window reduction (pooling): its window loops moved outside the last spatial loop,
+  which vectorizes.
+- Other stages: the innermost loop vectorized when it is long enough, the outer ones
+  parallel.
+- A model's constant weights are packed in the order the tiles read them (RewriteLayout).
+
+Its traces are pinned (tests/golden/dlight_cpu_traces.json): a change here changes every
+untuned kernel of every compiled model.
+"""
+from __future__ import annotations
+
+from ..schedule import Schedule, ScheduleError
+from ..tune.schedule_rule.analysis import has_reuse, has_select, is_elementwise, loop_kinds
+from .base import Rule, start
+from .base import block_names as _block_names, extent as _extent, ok as _ok, try_ as _try
+
+
+@Rule.registry.register("cpu-default")
+class CpuDefault(Rule):
+    """Applies to every function."""
+
+    def apply(self, func_or_sch, target) -> Schedule:
+        return cpu_schedule(start(func_or_sch), target)
+
+
+def cpu_schedule(sch, target) -> Schedule:
+    lanes = max(1, target.vector_bits // 32)
+    for name in _block_names(sch):
+        blk = sch.get(sch.get_block(name))
+        if is_elementwise(blk) and not has_select(blk):
+            _try(sch.compute_inline, sch.get_block(name))
+    done: set = set()
+    for name in _block_names(sch):
+        if name in done:
+            continue
+        b = sch.get_block(name)
+        blk = sch.get(b)
+        kinds = loop_kinds(sch, b)
+        if "R" in kinds and "O" not in kinds and has_reuse(blk):
+            done |= _tile_reduction(sch, b, kinds, lanes, target.cores)
+        else:
+            _parallel_vectorize(sch, b, kinds, lanes)
+    from ..tune.postproc.rewrite_layout import RewriteLayout
+    RewriteLayout().apply(sch)  # constant weights in the order the tiles read them
+    return sch
+
+
+def _vector_axis(sch, b, spatial: list, lanes: int) -> int:
+    """Which spatial loop to vectorize: the one most accesses of the block read or write
+    contiguously (their last index steps by 1 with it; a stride counts against it); the
+    innermost on a tie."""
+    from ..tir.arith import Simplifier
+    blk = sch.get(b)
+    entry = sch._block(b)
+    bind = {}  # loop var -> the block iter var it drives
+    for iv, val in zip(blk.iter_vars, entry.node.iter_values):
+        for lp in spatial:
+            if val is sch.get(lp).loop_var:
+                bind[id(lp)] = iv.var
+    simp = Simplifier({})
+    best, best_score = len(spatial) - 1, None
+    for i, lp in enumerate(spatial):
+        v = bind.get(id(lp))
+        if v is None:
+            continue
+        score = 0.0
+        for r in list(blk.reads) + list(blk.writes):
+            if not r.region:
+                continue
+            aff = simp.affine(r.region[-1][0])
+            coef = next((c for atom, c in aff.terms.values() if atom is v), 0)
+            score += 1.0 if coef == 1 else -0.5 if coef else 0.0
+        if best_score is None or score >= best_score:
+            best, best_score = i, score
+    return best
+
+
+def _tile_reduction(sch, b, kinds, lanes: int, cores: int) -> set:
+    loops = sch.get_loops(b)
+    spatial = [lp for lp, k in zip(loops, kinds) if k == "S"]
+    reduce = [lp for lp, k in zip(loops, kinds) if k == "R"]
+    v = _vector_axis(sch, b, spatial, lanes)
+    spatial = spatial[:v] + spatial[v + 1:] + [spatial[v]]  # the vector axis goes innermost
+    outer = list(spatial[:-1])
+    inner = spatial[-1]
+    vec = inner
+    tall = [i for i, lp in enumerate(spatial[:-1]) if _extent(sch, lp) >= 4]
+    # 8 independent accumulators (enough to hide the FMA latency): 4 rows of 2 vectors, or
+    # in a single row 4 vectors side by side
+    width = (2 if tall else 4) * lanes
+    if _extent(sch, inner) > width:
+        o, vec = sch.split(inner, [None, width])
+        outer.append(o)
+    rows = None
+    if tall:
+        i = tall[-1]
+        ro, rows = sch.split(spatial[i], [None, 4])
+        outer[i] = ro
+    if len(outer) > len(spatial) - 1:
+        # blocks of the vector axis outermost: one block's panel of the weight (the reduction
+        # times the vector width) stays in cache while every other tile uses it
+        outer = [outer[-1]] + outer[:-1]
+    sch.reorder(*outer, *reduce, *([rows] if rows is not None else []), vec)
+    handled = set()
+    if outer:
+        acc = sch.cache_write(b, 0, "local")
+        sch.reverse_compute_at(acc, outer[-1])
+        for c in sch.get_consumers(acc):
+            blk = sch.get(c)
+            if is_elementwise(blk) and _ok(sch.reverse_compute_at, c, outer[-1]):
+                handled.add(blk.name)
+                _ok(sch.reverse_compute_inline, c)
+        acc_loops = sch.get_loops(acc)
+        if acc_loops:
+            _ok(sch.vectorize, acc_loops[-1])
+    _ok(sch.vectorize, vec)
+    if rows is not None:
+        _ok(sch.unroll, rows)
+    for r in reduce[1:]:
+        if _extent(sch, r) <= 8:
+            _ok(sch.unroll, r)
+    if outer:
+        par = outer[0]
+        if len(outer) > 1 and _extent(sch, par) < 4 * cores:
+            par = _try(sch.fuse, outer[0], outer[1]) or outer[0]
+        _ok(sch.parallel, par)
+    return handled
+
+
+def _vectorize_reduction(sch, b, kinds, lanes: int) -> bool:
+    """A reduction along its innermost loop (softmax's sums, layer_norm's statistics):
+    rfactor that loop's last `lanes` iterations into partial results kept side by side, which
+    vectorize (exp and all), then reduce those. False where it does not apply."""
+    loops = sch.get_loops(b)
+    if not loops or kinds[-1] != "R" or "O" in kinds or _extent(sch, loops[-1]) < 2 * lanes:
+        return False
+    spatial = sum(1 for iv in sch.get(b).iter_vars if iv.kind == "S")
+    _, inner = sch.split(loops[-1], [None, lanes])
+    try:
+        rf = sch.rfactor(inner, spatial)  # the partial results' axis innermost: contiguous
+    except ScheduleError:
+        return False
+    rf_loops = sch.get_loops(rf)
+    _ok(sch.vectorize, rf_loops[-1])
+    _parallel_outer(sch, rf)
+    _parallel_outer(sch, b)
+    return True
+
+
+def _parallel_outer(sch, b) -> None:
+    """The leading spatial loops of the block, fused, in parallel."""
+    lead = []
+    for lp, k in zip(sch.get_loops(b), loop_kinds(sch, b)):
+        if k != "S":
+            break
+        lead.append(lp)
+    if lead:
+        par = _try(sch.fuse, *lead) if len(lead) > 1 else lead[0]
+        _ok(sch.parallel, par or lead[0])
+
+
+def _parallel_vectorize(sch, b, kinds, lanes: int) -> None:
+    loops = sch.get_loops(b)
+    if not loops:
+        return
+    if _vectorize_reduction(sch, b, kinds, lanes):
+        return
+    last_s = max((i for i, k in enumerate(kinds) if k == "S"), default=None)
+    if kinds[-1] == "R" and "O" not in kinds and last_s is not None \
+            and _extent(sch, loops[last_s]) >= lanes:
+        # a short window (pooling): its loops outside the last spatial loop, which vectorizes
+        after = loops[last_s + 1:]
+        if _ok(sch.reorder, *after, loops[last_s]):
+            loops = sch.get_loops(b)
+            kinds = loop_kinds(sch, b)
+    if kinds[-1] == "S" and _extent(sch, loops[-1]) >= lanes:
+        _, i = sch.split(loops[-1], [None, lanes])
+        _ok(sch.vectorize, i)
+    _parallel_outer(sch, b)
