@@ -51,43 +51,32 @@ def row_reduce(name="reduce_sum", M=7, N=13, threads=8) -> Schedule:
     return sch
 
 
-def softmax(M=5, N=11, threads=4) -> Schedule:
-    """A row per thread block: max and sum reduced across threads, the output elementwise."""
-    func, _, _ = func_of("softmax", M=M, N=N)
+def row_per_block(name: str, reductions, threads: int, **shape) -> Schedule:
+    """A row per thread block: each of `reductions` (blocks, last first) computed at the row
+    and reduced across threads, the output block elementwise over the same threads."""
+    func, _, _ = func_of(name, **shape)
     sch = Schedule(func)
-    out = sch.get_block("softmax")
-    i, j = sch.get_loops(out)
+    i, j = sch.get_loops(sch.get_block(name))
     sch.bind(i, "blockIdx.x")
     _, ji = sch.split(j, [None, threads])
     sch.bind(ji, "threadIdx.x")
-    for name in ("softmax_expsum", "softmax_max"):
-        b = sch.get_block(name)
+    for red in reductions:
+        b = sch.get_block(red)
         sch.compute_at(b, i)
-        k = sch.get_loops(b)[-1]
-        ko, ki = sch.split(k, [None, threads])
+        ko, ki = sch.split(sch.get_loops(b)[-1], [None, threads])
         sch.reorder(ki, ko)
         sch.bind(ki, "threadIdx.x")
     return sch
+
+
+def softmax(M=5, N=11, threads=4) -> Schedule:
+    """The row's max and sum reduced across threads, the output elementwise."""
+    return row_per_block("softmax", ("softmax_expsum", "softmax_max"), threads, M=M, N=N)
 
 
 def layer_norm(M=4, N=13, threads=4) -> Schedule:
-    """Like softmax: a row per thread block, mean and variance reduced across threads."""
-    func, _, _ = func_of("layer_norm", M=M, N=N)
-    sch = Schedule(func)
-    out = sch.get_block("layer_norm")
-    i, j = sch.get_loops(out)
-    sch.bind(i, "blockIdx.x")
-    _, ji = sch.split(j, [None, threads])
-    sch.bind(ji, "threadIdx.x")
-    for name in ("layer_norm_var", "layer_norm_mean"):
-        b = sch.get_block(name)
-        sch.compute_at(b, i)
-        k = sch.get_loops(b)[-1]
-        ko, ki = sch.split(k, [None, threads])
-        sch.reorder(ki, ko)
-        sch.bind(ki, "threadIdx.x")
-    return sch
-
+    """Like softmax, with the row's mean and variance."""
+    return row_per_block("layer_norm", ("layer_norm_var", "layer_norm_mean"), threads, M=M, N=N)
 
 def conv2d(threads=32, **shape) -> Schedule:
     """Padding inlined; an output element per thread, accumulated in a register; the

@@ -40,6 +40,7 @@ from ..tir import dtype as dt
 from .compiler import _atomic_write, _cache_dir, _file_name
 from .error import BuildError, RunError
 from .module import ArgInfo, ProfileResult
+from .timer import calibrate
 
 INSTALL_HINT = ("pip install 'looptune[cuda]' (cuda-python, NVRTC and ml_dtypes), with an "
                 "NVIDIA driver for the GPU")
@@ -581,16 +582,8 @@ class CudaModule:
 
                 if warm_up:
                     timed(1)
-                n, results = number, []
-                if min_repeat_ms > 0:
-                    while True:
-                        t = timed(n)
-                        if t * 1e3 >= min_repeat_ms:
-                            break
-                        scale = min_repeat_ms / max(t * 1e3, 1e-3)
-                        n = max(n + 1, min(int(np.ceil(n * scale * 1.1)), n * 100))
-                    if flush is None:
-                        results.append(t / n)
+                n, t = calibrate(timed, number, min_repeat_ms)
+                results = [t / n] if t is not None and flush is None else []
                 while len(results) < repeat:
                     results.append(timed(n) / n)
                 return ProfileResult(tuple(results))

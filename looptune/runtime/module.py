@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ctypes
-import math
 import numbers
 import statistics
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from ..tir import dtype as dt
 from .call import MISMATCH, call_lib, call_spec
 from .error import RunError
 from .ndarray import Placer, rotated_offsets
-from .timer import timer_lib
+from .timer import calibrate, timer_lib
 
 
 @dataclass(frozen=True)
@@ -170,17 +169,9 @@ class Module:
 
             if warm_up:
                 timed(1)
-            n = number
-            results = []
-            if min_repeat_ms > 0:
-                while True:
-                    t = timed(n)
-                    if t * 1e3 >= min_repeat_ms:
-                        break
-                    scale = min_repeat_ms / max(t * 1e3, 1e-3)
-                    n = max(n + 1, min(int(math.ceil(n * scale * 1.1)), n * 100))
-                if not enable_cpu_cache_flush:  # the last calibration is a full first repeat
-                    results.append(t / n)
+            n, t = calibrate(timed, number, min_repeat_ms)
+            # the last calibration is a full first repeat (not with a cache flush before it)
+            results = [t / n] if t is not None and not enable_cpu_cache_flush else []
             fb = flush_bytes if flush_bytes is not None else 64 << 20
             for r in range(len(results), repeat):
                 if arg_offsets and r > 0:

@@ -3,6 +3,7 @@ clock_gettime calls, and flush the caches by streaming through a large buffer.""
 from __future__ import annotations
 
 import ctypes
+import math
 from functools import lru_cache
 
 from .compiler import compile_shared
@@ -49,3 +50,18 @@ def timer_lib():
     lib.lt_flush_cache.restype = None
     lib.lt_flush_cache.argtypes = [ctypes.c_size_t]
     return lib
+
+
+def calibrate(timed, number: int, min_repeat_ms: float) -> tuple[int, float | None]:
+    """(calls per repeat, seconds of the last calibration run): `number` grown until one
+    repeat of `timed(n)` (seconds for n calls) lasts at least `min_repeat_ms`; None when no
+    calibration was asked for. The last calibration run is itself a full repeat."""
+    n, t = number, None
+    if min_repeat_ms > 0:
+        while True:
+            t = timed(n)
+            if t * 1e3 >= min_repeat_ms:
+                break
+            scale = min_repeat_ms / max(t * 1e3, 1e-3)
+            n = max(n + 1, min(int(math.ceil(n * scale * 1.1)), n * 100))
+    return n, t

@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import weakref
+from pathlib import Path
 from multiprocessing.connection import Connection
 
 import numpy as np
@@ -29,7 +30,7 @@ from ...runtime.child import start_child, stop_child
 from ...runtime.error import RunError
 from ...runtime.ndarray import pack_args, random_args as make_args
 from .base import Runner, RunnerInput, RunnerResult
-from .local import RECYCLE_AFTER, START_TIMEOUT_S, LocalRunner, _WorkerLost, _WorkerProcess
+from .local import LocalRunner, _WorkerLost, _WorkerProcess
 from .worker import COLD_SLACK_S, Worker, _exit_with_parent, compare
 
 
@@ -64,20 +65,10 @@ class CudaRunner(LocalRunner):
             self._discard()
         return res
 
-    def _live_worker(self) -> _WorkerProcess:
-        w = self._worker
-        if w is not None and w.alive() and w.served < RECYCLE_AFTER:
-            return w
-        self.close()
-        try:
-            w = self._worker = _CudaWorkerProcess(self.device)
-            w.recv(START_TIMEOUT_S, f"the CUDA measurement worker did not start within "
-                   f"{START_TIMEOUT_S:g} s")
-        except _WorkerLost as e:
-            self._discard()
-            raise _WorkerLost("run_error", f"the CUDA measurement worker failed to start: "
-                              f"{e}") from None
-        return w
+    worker_name = "CUDA measurement worker"
+
+    def _start_worker(self) -> _WorkerProcess:
+        return _CudaWorkerProcess(self.device)
 
 
 def _comparable(a: np.ndarray) -> np.ndarray:
@@ -98,18 +89,9 @@ class CudaWorker(Worker):
         if not str(artifact).endswith(".json"):
             return super().reference_outputs(inp)  # a CPU library
         from ...runtime.cuda import CudaModule
-        key = (inp.reference, inp.seed, tuple(inp.args_info))
-        if key not in self.ref_outputs:
-            arrays = make_args(inp.args_info, inp.seed)
-            try:
-                CudaModule.load(artifact, device=self.device)(*arrays)
-            except RunError as e:
-                raise RunError(f"the reference failed: {e}") from None
-            self.ref_outputs[key] = [x for x, a in zip(arrays, inp.args_info) if a.written]
-            while len(self.ref_outputs) > 4:
-                self.ref_outputs.popitem(last=False)
-        self.ref_outputs.move_to_end(key)
-        return self.ref_outputs[key]
+        return self.cached_reference(
+            inp, lambda arrays: CudaModule.load(artifact, device=self.device)(*arrays),
+            Path(artifact).stem)
 
     def measure(self, inp, rtol: float, atol: float) -> dict:
         if self.init_error:

@@ -139,13 +139,18 @@ class LocalRunner(Runner):
             return w
         self.close()
         try:
-            w = self._worker = _WorkerProcess()
-            w.recv(START_TIMEOUT_S, f"the measurement worker did not start within "
+            w = self._worker = self._start_worker()
+            w.recv(START_TIMEOUT_S, f"the {self.worker_name} did not start within "
                    f"{START_TIMEOUT_S:g} s")
         except _WorkerLost as e:
             self._discard()
-            raise _WorkerLost("run_error", f"the measurement worker failed to start: {e}") from None
+            raise _WorkerLost("run_error", f"the {self.worker_name} failed to start: {e}") from None
         return w
+
+    worker_name = "measurement worker"
+
+    def _start_worker(self) -> _WorkerProcess:
+        return _WorkerProcess()
 
     def _discard(self) -> None:
         if self._worker is not None:
