@@ -13,8 +13,8 @@ from ..tir.expr import (Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, Int
                         Select, Var)
 from ..tir.func import PrimFunc
 from ..tir.printer import Names
-from ..tir.stmt import (Allocate, BufferStore, Comment, Evaluate, For, IfThenElse, SeqStmt,
-                        is_barrier)
+from ..tir.stmt import (SHFL_DOWN_OP, Allocate, BufferStore, Comment, Evaluate, For, IfThenElse,
+                        SeqStmt, is_barrier)
 from .passes.unroll import explicit
 
 C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern
@@ -66,6 +66,7 @@ class CStyleRenderer:
     inf_text = ("INFINITY", "(-INFINITY)")
     nan_text = "NAN"
     barrier = None                 # the statement of tir.stmt.barrier(); None: not supported
+    shfl_down = None               # tir.stmt.shfl_down: "{0}" value, "{1}" delta, "{2}" width
     simd_pragmas: tuple = ()       # before a vectorized loop the vectorize pass left a loop
     unroll_pragma = None           # before an unrolled loop; "{n}": its extent (at most 256)
 
@@ -155,6 +156,11 @@ class CStyleRenderer:
 
     def call(self, e: Call) -> str:
         args = [self.expr(a) for a in e.args]
+        if e.op == SHFL_DOWN_OP:
+            if self.shfl_down is None:
+                raise BuildError(f"{type(self).__name__} has no warp shuffle: a shfl_down "
+                                 "belongs in GPU code")
+            return self.shfl_down.format(*args)
         if dt.is_int(e.dtype) and e.op == "abs":
             return f"abs({args[0]})" if dt.bits(e.dtype) <= 32 else f"llabs({args[0]})"
         if dt.lanes(e.dtype) > 1:

@@ -147,6 +147,7 @@ class CUDARenderer(CStyleRenderer):
     type_names = _TYPES
     int64_format = "{}LL"
     barrier = "__syncthreads();"
+    shfl_down = "__shfl_down_sync(0xffffffffu, {0}, {1}, {2})"
     unroll_pragma = "#pragma unroll {n}"
 
     def __init__(self, *, fast_math: bool = False):

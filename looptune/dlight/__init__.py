@@ -28,7 +28,7 @@ CUDA (gpu/, in this order):
   a warp long or longer than its number of rows. A thread block per row (several rows per
   block along threadIdx.y when rows are short); the reduction split with its inner part on
   threadIdx.x, which GPU lowering makes a cross-thread reduction (per-thread partials
-  combined through shared memory). Elementwise consumers of the rows join the row's block.
+  combined by warp shuffles, or through shared memory). Elementwise consumers of the rows join the row's block.
 - gpu-general-reduction: several reductions and elementwise stages over the same rows
   (softmax, layer_norm, logsumexp). The whole row in one thread block: the last stage's row
   loops on blockIdx.x, its other loops spread over threadIdx.x, every earlier stage computed

@@ -20,8 +20,8 @@ from .expr import (Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, 
 from .func import PrimFunc
 from .functor import find_stmts
 from .printer import Names
-from .stmt import (Allocate, Block, BlockRealize, BufferStore, Comment, Evaluate, For, IfThenElse,
-                   SeqStmt)
+from .stmt import (SHFL_DOWN_OP, Allocate, Block, BlockRealize, BufferStore, Comment, Evaluate,
+                   For, IfThenElse, SeqStmt)
 
 _PY_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "//", "%": "%", "==": "==", "!=": "!=",
            "<": "<", "<=": "<=", ">": ">", ">=": ">=", "and": "and", "or": "or"}
@@ -87,6 +87,11 @@ class _PyGen:
         if isinstance(e, Select):
             return f"({self.expr(e.true_value)} if {self.expr(e.cond)} else {self.expr(e.false_value)})"
         if isinstance(e, Call):
+            if e.op not in _CALLS:
+                raise NotImplementedError(f"the interpreter cannot run the intrinsic {e.op}"
+                                          + (" (a GPU warp shuffle: run the function as a GPU "
+                                             "program, interpreter_gpu.run_gpu)"
+                                             if e.op == SHFL_DOWN_OP else ""))
             return (f"{self.type(dt.numpy_name(e.dtype))}("
                     + _CALLS[e.op].format(*(self.expr(a) for a in e.args)) + ")")
         if isinstance(e, (Ramp, Broadcast)):

@@ -1,8 +1,9 @@
 """Runs GPU programs (codegen.gpu.GpuProgram) in Python as the hardware would, thread by
-thread: the threads of a block advance together from barrier to barrier, shared memory is one
-array per block, `Allocate` is private to each thread. Every access to shared and written
-global memory is checked, so a missing __syncthreads() or a reduction bound to threads is an
-error here rather than a wrong answer on some runs of the real kernel."""
+thread: the threads of a block advance together from barrier to barrier, the lanes of a warp
+(32 consecutive threads) meet at each warp shuffle, shared memory is one array per block,
+`Allocate` is private to each thread. Every access to shared and written global memory is
+checked, so a missing __syncthreads() or a reduction bound to threads is an error here
+rather than a wrong answer on some runs of the real kernel."""
 from __future__ import annotations
 
 import itertools
@@ -11,11 +12,11 @@ import weakref
 import numpy as np
 
 from . import dtype as dt
-from .expr import BufferLoad
+from .expr import BufferLoad, Call
 from .func import PrimFunc
 from .functor import find_stmts, visit
 from .interpreter import _env, _identifier, _PyGen, numpy_type
-from .stmt import Allocate, BlockRealize, BufferStore, For, is_barrier
+from .stmt import SHFL_DOWN_OP, Allocate, BlockRealize, BufferStore, For, is_barrier
 
 _HW = {"threadIdx.x": "_tx", "threadIdx.y": "_ty", "threadIdx.z": "_tz",
        "blockIdx.x": "_bx", "blockIdx.y": "_by", "blockIdx.z": "_bz"}
@@ -23,6 +24,10 @@ _HW = {"threadIdx.x": "_tx", "threadIdx.y": "_ty", "threadIdx.z": "_tz",
 _BARRIER_ADVICE = ("every thread of a block must reach the same __syncthreads(): keep barriers "
                    "out of conditions and loops that depend on threadIdx (including thread "
                    "loops shorter than the launch)")
+_SHUFFLE_ADVICE = ("every lane of a warp (32 consecutive threads, x fastest) must reach the same "
+                   "__shfl_down_sync(): keep shuffles out of conditions that split a warp, and "
+                   "give the block whole warps")
+WARP = 32
 
 
 class GpuSyncError(RuntimeError):
@@ -46,7 +51,8 @@ class GpuRaceError(GpuSyncError):
 
 class GpuBarrierError(GpuSyncError):
     """A __syncthreads() that not every thread of the block reaches (kind "divergent
-    barrier"): real hardware hangs or runs on with garbage."""
+    barrier"), or a warp shuffle that not every lane of the warp reaches (kind "divergent
+    shuffle"): real hardware hangs or runs on with garbage."""
 
 
 # ------------------------------------------------------------------------------ codegen
@@ -60,6 +66,7 @@ class _KernelGen(_PyGen):
         self.launch = dict(zip(("blockIdx.x", "blockIdx.y", "blockIdx.z"), kernel.grid))
         self.launch.update(zip(("threadIdx.x", "threadIdx.y", "threadIdx.z"), kernel.block))
         self.barriers: list[str] = []  # where each barrier is, for messages
+        self.shuffles: list[str] = []  # where each warp shuffle is, for messages
         self.loops: list[str] = []
 
     def offset(self, buf, indices) -> str:
@@ -86,12 +93,23 @@ class _KernelGen(_PyGen):
         self.emit(depth, f"{self.name(s.buffer)}[{off}] = {value}" if k is None
                   else f"_st{k}({off}, {value})")  # (every flat buffer stored is checked)
 
+    def where(self) -> str:
+        return f"in loop {', '.join(self.loops)}" if self.loops else "at the kernel's top level"
+
     def evaluate(self, s, depth):
         if not is_barrier(s):
             return super().evaluate(s, depth)
-        where = f"in loop {', '.join(self.loops)}" if self.loops else "at the kernel's top level"
-        self.barriers.append(f"__syncthreads() #{len(self.barriers) + 1} ({where})")
+        self.barriers.append(f"__syncthreads() #{len(self.barriers) + 1} ({self.where()})")
         self.emit(depth, f"yield {len(self.barriers) - 1}")
+
+    def expr(self, e) -> str:
+        if not (isinstance(e, Call) and e.op == SHFL_DOWN_OP):
+            return super().expr(e)
+        # a barrier yields its number; a shuffle (number, value, delta, width) and is sent
+        # back the value it reads
+        self.shuffles.append(f"__shfl_down_sync() #{len(self.shuffles) + 1} ({self.where()})")
+        args = ", ".join(self.expr(a) for a in e.args)
+        return f"(yield ({len(self.shuffles) - 1}, {args}))"
 
     def chained(self, s: For) -> bool:
         return s.kind != "thread_binding"
@@ -143,8 +161,8 @@ def _accesses(body) -> tuple[set, set]:
 
 class _Compiled:
     """A kernel compiled to Python: `factory(*buffers, oob, *helpers)` returns the thread
-    function `thread(bx, by, bz, tx, ty, tz)`, a generator that yields at each barrier
-    (a plain function when the kernel has none)."""
+    function `thread(bx, by, bz, tx, ty, tz)`, a generator that yields at each barrier and
+    warp shuffle (a plain function when the kernel has neither)."""
 
     def __init__(self, kernel):
         loads, stores = _accesses(kernel.body)
@@ -170,7 +188,7 @@ class _Compiled:
         g.stmt(kernel.body, 2)
         g.emit(1, "return _thread")
         self.source = "\n".join(g.lines)
-        self.barriers = g.barriers
+        self.barriers, self.shuffles = g.barriers, g.shuffles
         env = _env(g.types)
         exec(compile(self.source, f"<gpu interpreter {kernel.name}>", "exec"), env)
         self.factory = env[fname]
@@ -371,7 +389,7 @@ def run_kernel(kernel, memory: dict) -> None:
                            *itertools.chain.from_iterable(helpers[b] for b in c.checked))
         L.new_epoch(bi, first=True)
         try:
-            if not c.barriers:
+            if not c.barriers and not c.shuffles:
                 for t, (tx, ty, tz) in enumerate(threads):
                     L.ctx[0] = L.ctx[1] + t
                     thread(bx, by, bz, tx, ty, tz)
@@ -383,23 +401,74 @@ def run_kernel(kernel, memory: dict) -> None:
 
 
 def _run_block(L: _Launch, c: _Compiled, gens) -> None:
-    """Advance every thread to its next barrier, release them together, until all end."""
+    """Advance every thread to its next barrier, release them together, until all end. On
+    the way, a warp whose lanes all wait at one shuffle exchanges values and runs on."""
     ctx = L.ctx
     while True:
         at: dict = {}  # barrier -> threads waiting there
         done = []
         base = ctx[1]
-        for t, g in enumerate(gens):
-            ctx[0] = base + t
-            try:
-                at.setdefault(next(g), []).append(t)
-            except StopIteration:
-                done.append(t)
+        ready = [(t, None) for t in range(len(gens))]  # (thread, value to send it)
+        while ready:
+            lanes = {}  # thread -> the shuffle it waits at: (number, value, delta, width)
+            for t, v in ready:
+                ctx[0] = base + t
+                try:
+                    y = gens[t].send(v)
+                except StopIteration:
+                    done.append(t)
+                    continue
+                if y.__class__ is int:
+                    at.setdefault(y, []).append(t)
+                else:
+                    lanes[t] = y
+            ready = _shuffle(L, c, lanes, at, done, len(gens)) if lanes else ()
         if not at:
             return
         if done or len(at) > 1:
             _diverged(L, c, at, done, base)
         L.new_epoch(L.epoch_block[-1])
+
+
+def _shuffle(L, c, lanes, at, done, n) -> list:
+    """The values the lanes waiting at shuffles read, as (thread, value), warp by warp: lane
+    l reads lane l + delta of its group of `width` lanes, or keeps its own value past the
+    group's end (__shfl_down_sync). A warp not all of whose lanes wait at the same shuffle
+    is an error; a lane past the block's last thread (a partial warp) reads garbage."""
+    out = []
+    for w in sorted({t // WARP for t in lanes}):
+        first, end = w * WARP, min(w * WARP + WARP, n)
+        sites = {lanes[t][0] if t in lanes else None for t in range(first, end)}
+        if len(sites) > 1 or None in sites:
+            _diverged_warp(L, c, range(first, end), lanes, at, done)
+        for t in range(first, end):
+            _, v, delta, width = lanes[t]
+            src = t + delta
+            if (t - first) % width + delta >= width:
+                src = t
+            out.append((t, lanes[src][1] if src < end else _garbage(v)))
+    return out
+
+
+def _garbage(v):
+    return v.__class__(np.nan if isinstance(v, (float, np.inexact)) else -12345)
+
+
+def _diverged_warp(L, c, warp, lanes, at, done):
+    where = {t: c.shuffles[lanes[t][0]] for t in warp if t in lanes}
+    where.update((t, c.barriers[k]) for k, ts in at.items() for t in ts if t in warp)
+    where.update((t, "the end of the kernel") for t in done if t in warp)
+    groups: dict = {}
+    for t in warp:
+        groups.setdefault(where[t], []).append(t)
+    base = L.ctx[1]
+    parts = [f"{len(ts)} lane(s) (first thread {L.where(base + ts[0])[1]}) at {what}"
+             for what, ts in groups.items()]
+    block, _ = L.where(base)
+    k = L.kernel.name
+    raise GpuBarrierError(f"kernel {k}: divergent warp shuffle in block {block}, warp "
+                          f"{warp[0] // WARP}: {'; '.join(parts)}; {_SHUFFLE_ADVICE}",
+                          kernel=k, kind="divergent shuffle")
 
 
 def _diverged(L, c, at, done, base):

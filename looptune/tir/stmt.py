@@ -188,3 +188,18 @@ def barrier() -> "Evaluate":
 
 def is_barrier(s) -> bool:
     return isinstance(s, Evaluate) and getattr(s.value, "op", None) == BARRIER_OP
+
+
+SHFL_DOWN_OP = "shfl_down"
+
+
+def shfl_down(value, delta: int, width: int):
+    """A GPU warp shuffle (`__shfl_down_sync(0xffffffff, value, delta, width)`), the value
+    of lane `lane + delta` in the caller's group of `width` lanes (its own value where that
+    lane is past the group's end). A warp-collective: all 32 lanes of the warp must reach
+    it together. `width` is a power of two up to 32."""
+    from .expr import Call, const
+    if width & (width - 1) or not 1 <= width <= 32 or not 0 < delta < width:
+        raise ValueError(f"shfl_down: width {width} must be a power of two up to 32 and "
+                         f"delta {delta} in 1..{width - 1}")
+    return Call(SHFL_DOWN_OP, (value, const(delta), const(width)), value.dtype)

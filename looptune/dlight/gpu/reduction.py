@@ -9,8 +9,8 @@ sum, is left to the fallback: a thread per column reads rows coalesced.)
 A thread block per row, or rows_per_block rows along threadIdx.y when a row needs fewer than
 `min_threads` threads; T the reduction length rounded up to a power of two, at most 256.
 GPU lowering turns the reduction bound to threadIdx.x into per-thread partials combined
-through shared memory. A consumer over the same rows joins the row's thread block (thread 0
-of each row computes it)."""
+by warp shuffles where it can (codegen/gpu/warp.py). A consumer over the same rows joins the
+row's thread block (thread 0 of each row computes it)."""
 from __future__ import annotations
 
 from ...schedule import ScheduleError

@@ -2,7 +2,7 @@
 sum, layer_norm's mean and variance, row sums) with many threads: a thread block per output
 element (row), the fused reduction loop split as k == ko * T + t with t bound to threadIdx.x.
 GPU lowering turns a reduction loop bound to threadIdx into per-thread partials combined
-through shared memory.
+by warp shuffles (or through shared memory where shuffles cannot be used).
 
 The rule branches: the schedule with cross-thread reduction and the one without (where
 AutoBind gives each thread whole rows), and the search decides. A reduction whose consumers
