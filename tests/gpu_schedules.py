@@ -38,6 +38,33 @@ def shared_matmul(M=32, N=32, K=32, tile=8, k_tile=8, *, cooperative=True) -> Sc
     return sch
 
 
+def vthread_matmul(M=32, N=32, K=16, vt=2, tx=4, reg=2, k_tile=4) -> Schedule:
+    """SSSRRSRS-like matmul with virtual threads: i and j each split into
+    [block, vthread, threadIdx, register]; A and B staged through shared memory per k_tile
+    step, fetched cooperatively; C accumulated in a local tile."""
+    func, _, _ = func_of("matmul", M=M, N=N, K=K)
+    sch = Schedule(func)
+    b = sch.get_block("matmul")
+    i, j, k = sch.get_loops(b)
+    i0, i1, i2, i3 = sch.split(i, [None, vt, tx, reg])
+    j0, j1, j2, j3 = sch.split(j, [None, vt, tx, reg])
+    ko, ki = sch.split(k, [None, k_tile])
+    sch.reorder(i0, j0, i1, j1, i2, j2, ko, ki, i3, j3)
+    sch.bind(sch.fuse(i0, j0), "blockIdx.x")
+    sch.bind(sch.fuse(i1, j1), "vthread.x")
+    t = sch.fuse(i2, j2)
+    sch.bind(t, "threadIdx.x")
+    for index in (0, 1):
+        cache = sch.cache_read(b, index, "shared")
+        sch.compute_at(cache, ko)
+        fused = sch.fuse(*sch.get_loops(cache)[-2:])
+        _, inner = sch.split(fused, [None, tx * tx])
+        sch.bind(inner, "threadIdx.x")
+    local = sch.cache_write(b, 0, "local")
+    sch.reverse_compute_at(local, t)
+    return sch
+
+
 def row_reduce(name="reduce_sum", M=7, N=13, threads=8) -> Schedule:
     """One thread block per row; the reduction split with its inner part on threadIdx.x."""
     func, _, _ = func_of(name, M=M, N=N)

@@ -25,7 +25,11 @@ def host_vector_bits(vector_bits: int | None) -> int:
 def lower_loops(func: PrimFunc, *, vector_bits: int | None = None) -> PrimFunc:
     """Stage 1: loops only (no blocks), compacted buffers, and the loops to unroll marked
     `unrolled` (explicit copies are made in stage 2). Guards of non-dividing splits are still
-    in place: partitioning them off, which can copy loop nests many times, is stage 2's."""
+    in place: partitioning them off, which can copy loop nests many times, is stage 2's.
+    A function bound to GPU threads gets the GPU's stage 1 (codegen.gpu.lower_gpu_loops)."""
+    from .gpu.lower import is_gpu_func, lower_gpu_loops
+    if is_gpu_func(func):
+        return lower_gpu_loops(func, vector_bits or 128)
     f = compact_buffers(lower_blocks(func), accumulation_loops(func))
     return f.with_body(auto_unroll(f.body, vector_bits=host_vector_bits(vector_bits)))
 

@@ -1,10 +1,11 @@
 """GPU lowering: a scheduled PrimFunc whose loop nests are bound to blockIdx / threadIdx ->
 a GpuProgram. The CPU pipeline does most of the work; what differs is here:
 
-1. vthread loops become unrolled serial loops inside each thread (virtual threads);
-2. reductions bound to threadIdx become cross-thread reductions (cross_thread.py);
-3. buffer compaction follows the thread hierarchy (shared tiles per block, registers per
+1. reductions bound to threadIdx become cross-thread reductions (cross_thread.py);
+2. buffer compaction follows the thread hierarchy (shared tiles per block, registers per
    thread, intermediates between kernels stay global);
+3. vthread loops are pushed down to the statements that use them, as unrolled loops inside
+   each thread (vthread.py): what the virtual threads share runs once;
 4. each top-level loop nest becomes a kernel: its launch shape is the largest extent bound
    to each tag, its shared buffers are hoisted to the kernel's top;
 5. barriers go where shared memory is written and then read by other threads (sync.py)."""
@@ -22,6 +23,7 @@ from ..passes.unroll import copied_terms_last, folds_per_copy
 from .cross_thread import lower_cross_thread_reductions
 from .program import BLOCK_TAGS, THREAD_TAGS, GpuProgram, Kernel
 from .sync import insert_barriers
+from .vthread import inject_vthreads
 
 _AXES = ("x", "y", "z")
 
@@ -37,11 +39,7 @@ def lower_gpu(func: PrimFunc, target="cuda", *, vectorize: bool = True) -> GpuPr
     target = Target.create(target)
     if not find_stmts(func.body, BlockRealize):
         return split_kernels(func)
-    f = _vthreads_to_loops(func)
-    f = lower_cross_thread_reductions(f)
-    acc = accumulation_loops(f)
-    f = compact_buffers(lower_blocks(f), acc, gpu=True)
-    f = f.with_body(auto_unroll(f.body, vector_bits=target.vector_bits))
+    f = lower_gpu_loops(func, target.vector_bits)
     body = unroll_explicit(partition_loops(f.body), only=folds_per_copy)
     f = flatten(f.with_body(body))
     if vectorize:
@@ -52,13 +50,14 @@ def lower_gpu(func: PrimFunc, target="cuda", *, vectorize: bool = True) -> GpuPr
     return split_kernels(f)
 
 
-def _vthreads_to_loops(func: PrimFunc) -> PrimFunc:
-    def walk(s):
-        s = map_children(s, walk)
-        if isinstance(s, For) and s.kind == "thread_binding" and s.thread.startswith("vthread"):
-            return For(s.loop_var, s.extent, "unrolled", s.body, None, s.annotations)
-        return s
-    return func.with_body(walk(func.body))
+def lower_gpu_loops(func: PrimFunc, vector_bits: int = 128) -> PrimFunc:
+    """Stage 1 of GPU lowering (what codegen.lower_loops gives for a GPU-bound function, and
+    what cost-model features read): loops only, cross-thread reductions, buffers compacted
+    along the thread hierarchy, virtual threads pushed down, loops to unroll marked."""
+    f = lower_cross_thread_reductions(func)
+    acc = accumulation_loops(f)
+    f = inject_vthreads(compact_buffers(lower_blocks(f), acc, gpu=True))
+    return f.with_body(auto_unroll(f.body, vector_bits=vector_bits))
 
 
 def split_kernels(func: PrimFunc) -> GpuProgram:

@@ -45,9 +45,9 @@ def compact_buffers(func: PrimFunc, accumulation: dict | None = None, *,
     accumulating when its variable is not an affine term of a read-modify-write index.
 
     With `gpu`, storage follows the thread hierarchy: a "shared" buffer holds what all
-    threads of a block touch (threadIdx loops around its accesses are relaxed, as loops
-    inside them are), an intermediate whose accesses share a threadIdx loop becomes "local"
-    (one per thread), one inside a blockIdx loop only becomes "shared", and one outside
+    threads of a block touch (threadIdx and vthread loops around its accesses are relaxed,
+    as loops inside them are), an intermediate whose accesses share a threadIdx loop becomes
+    "local" (one per thread), one inside a blockIdx loop only becomes "shared", and one outside
     every kernel stays global."""
     body, allocs = func.body, []
     while isinstance(body, Allocate):
@@ -133,8 +133,8 @@ def _gpu_scope(buf, common):
     """(scope, loop vars to relax though they enclose every access) on a GPU, or None to keep
     `buf` where it is (global, outside any kernel)."""
     threads = {lp.loop_var for lp in common if _is_thread(lp, "threadIdx")}
-    if buf.scope == "shared":
-        return "shared", threads
+    if buf.scope == "shared":  # one tile for the block's threads, virtual ones included
+        return "shared", threads | {lp.loop_var for lp in common if _is_thread(lp, "vthread")}
     if buf.scope == "local":
         return "local", set()
     if threads:

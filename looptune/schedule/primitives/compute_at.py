@@ -157,10 +157,10 @@ def _nest_for_region(sch, what, moving, moving_region, others, verb, x, lentry, 
     for br in others:
         entry = sch.state.block(br.block.name)
         relax = loop_dom(loops_between(entry.parents, loop))
-        if x.scope == "shared":  # one tile for all threads of a GPU block
+        if x.scope == "shared":  # one tile for all threads of a GPU block, virtual ones too
             relax.update(loop_dom(tuple(p for p in lentry.parents + (loop,) if isinstance(p, For)
                                         and p.kind == "thread_binding"
-                                        and p.thread.startswith("threadIdx"))))
+                                        and p.thread.startswith(("threadIdx", "vthread")))))
         dom = loop_dom(entry.parents)
         for r in (br.block.reads if verb == "reads" else br.block.writes):
             if r.buffer is x:
