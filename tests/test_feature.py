@@ -45,7 +45,7 @@ def col(name):
 def test_names_width_version_and_registry():
     names = feature_names()
     assert len(names) == FEATURE_WIDTH == len(set(names)) == len(feature_docs())
-    assert FEATURE_VERSION == 2
+    assert FEATURE_VERSION == 3
     ex = FeatureExtractor.create("per-store")
     assert isinstance(ex, PerStoreFeature) and ex.width == FEATURE_WIDTH
     assert FeatureExtractor.create(ex) is ex
@@ -201,3 +201,46 @@ def test_a_tail_is_counted_in_vector_pieces():
     assert f[0][:, col("vec_lane_use")].max() == 1
     # 28 lanes are emitted as 16 + 8 + 4: 28 of 48 lanes used
     assert f[1][:, col("vec_lane_use")].max() == pytest.approx(28 / 48)
+
+
+# ------------------------------------------------------------------------------ GPU columns
+def test_gpu_columns_describe_the_launch_shared_memory_and_coalescing():
+    from gpu_schedules import shared_matmul
+
+    from looptune.target import cuda_target
+    gpu = cuda_target("sm_80")
+    sch = shared_matmul(M=32, N=32, K=32, tile=8, k_tile=8)
+    (f,) = extract([sch], gpu)
+    names = feature_names()
+    raw = {n: np.exp2(f[:, col(n)].astype(np.float64)) - 1 for n in names}
+    log2 = lambda x: np.log2(1.0 + x)  # noqa: E731
+    assert np.allclose(f[:, col("gpu_blocks")], log2(16))  # (32 / 8) ** 2 blocks
+    assert np.allclose(f[:, col("gpu_threads")], log2(64))  # 8 x 8 threads each
+    assert np.allclose(f[:, col("gpu_threads_x")], log2(64))
+    assert np.allclose(f[:, col("gpu_blocks_per_sm")], log2(16 / gpu.cores))
+    stores_shared = f[:, col("store_shared")] == 1
+    assert stores_shared.sum() == 2  # the copies into A_shared and B_shared
+    assert np.allclose(raw["shared_bytes"][stores_shared], 2 * 8 * 8 * 4)
+    # a shared-memory operand is marked; the copies read global memory along threadIdx.x
+    # with a stride of 1 (B: a row of the tile) or by rows of 8 (A: 8 threads per row)
+    shared_reads = [f[r, col(f"buf{k}.shared")] for r in range(len(f)) for k in range(5)]
+    assert sum(x == 1 for x in shared_reads) >= 2
+    strides = sorted(raw["buf1.thread_stride"][stores_shared].round().astype(int))
+    assert strides[0] == 1
+    # on a CPU candidate the GPU columns are 0
+    (cpu,) = extract(samples(matmul(), 1), TARGET)
+    for n in ("gpu_blocks", "gpu_threads", "gpu_threads_x", "gpu_blocks_per_sm",
+              "gpu_thread_trip", "store_shared", "shared_bytes"):
+        assert (cpu[:, col(n)] == 0).all(), n
+
+
+def test_gpu_schedules_that_differ_only_in_threads_have_different_features():
+    from gpu_schedules import shared_matmul
+
+    from looptune.target import cuda_target
+    a, b = (shared_matmul(M=32, N=32, K=32, tile=t, k_tile=8) for t in (4, 8))
+    fa, fb = extract([a, b], cuda_target("sm_80"))
+    assert fa[:, col("gpu_threads")].max() < fb[:, col("gpu_threads")].max()
+    # each thread copies more of the (smaller) tiles when there are fewer threads
+    copies_a, copies_b = (f[f[:, col("store_shared")] == 1] for f in (fa, fb))
+    assert (copies_a[:, col("gpu_thread_trip")] > copies_b[:, col("gpu_thread_trip")]).all()

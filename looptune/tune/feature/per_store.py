@@ -1,4 +1,4 @@
-"""Per-store features, version 1: one row per BufferStore of a candidate's stage-1 lowered IR
+"""Per-store features (FEATURE_VERSION): one row per BufferStore of a candidate's stage-1 lowered IR
 (`codegen.lower_loops`), describing the statement's arithmetic, the buffers it touches, the
 loop nest around it, its allocations and whether its working set fits the Target's caches.
 
@@ -22,7 +22,7 @@ from ...codegen.passes.vectorize import vector_pieces
 from .access import Access
 from .base import FeatureExtractor, empty, lowered_of
 
-FEATURE_VERSION = 2
+FEATURE_VERSION = 3  # 3: GPU launch and shared-memory columns
 ACCESS_SLOTS = 5          # buffers described per store (largest bytes first), zero-padded
 CACHE_LINE_BYTES = 64
 LOOP_KINDS = (("vec", "vectorized"), ("unroll", "unrolled"), ("parallel", "parallel"))
@@ -99,6 +99,15 @@ _SCALAR += [
                               "its accumulators stay in registers between loads and stores"),
     ("vec_lane_use", False, "innermost vectorized extent / lanes of the vector pieces it is "
                             "emitted as (28 lanes on 16-lane AVX-512: 16+8+4, 28/48)"),
+    # GPU: the launch around the store (all 0 on a CPU)
+    ("gpu_blocks", True, "product of the extents of the blockIdx loops around the store"),
+    ("gpu_threads", True, "product of the extents of its threadIdx loops: threads per block"),
+    ("gpu_threads_x", True, "extent of its threadIdx.x loop (a warp is 32 of them)"),
+    ("gpu_blocks_per_sm", True, "gpu_blocks / the target's streaming multiprocessors"),
+    ("gpu_thread_trip", True, "trip / (gpu_blocks * gpu_threads): how often one thread runs "
+                              "the store"),
+    ("store_shared", False, "1 if the stored buffer is shared memory"),
+    ("shared_bytes", True, "bytes of all shared allocations in scope of the store"),
 ]
 # per buffer accessed by the store (the store's buffer and every loaded one)
 _ACCESS = [
@@ -106,6 +115,9 @@ _ACCESS = [
     ("write", False, "one-hot access type: written only"),
     ("rw", False, "one-hot access type: read and written"),
     ("local", False, "1 if the buffer is local scope"),
+    ("shared", False, "1 if the buffer is GPU shared memory"),
+    ("thread_stride", True, "|stride| in elements along the threadIdx.x loop: 1 reads a warp's "
+                            "32 elements in one transaction (0: the same element for all)"),
     ("bytes", True, "bytes accessed: accesses x element size"),
     ("unique_bytes", True, "distinct bytes touched by the nest"),
     ("lines", True, "cache lines fetched, counting consecutive hits on a line once"),
@@ -126,6 +138,7 @@ _COLUMNS = list(_SCALAR) + [(f"buf{k}.{name}", log, doc) for k in range(ACCESS_S
 FEATURE_WIDTH = len(_COLUMNS)
 LOG_COLUMNS = np.array([log for _, log, _ in _COLUMNS])  # which columns are log2(1+x)
 _N_SCALAR = len(_SCALAR)
+_BYTES = [name for name, _, _ in _ACCESS].index("bytes")  # access slots: largest first
 
 
 def feature_names() -> list:
@@ -247,6 +260,7 @@ class _Walker:
         self.caches = (target.l1d_bytes, target.l2_bytes, target.l3_bytes)
         self.vector_bits = target.vector_bits
         self.num_regs = 32 if target.vector_bits >= 512 else 16  # AVX-512 has zmm0-31
+        self.sms = target.cores if target.kind == "cuda" else 0
         self.rows = []
         self.loops = []        # (var, extent, kind) of the enclosing loops of extent > 1
         self.env = {}          # their vars -> (1, extent - 1): where indices are evaluated
@@ -264,10 +278,13 @@ class _Walker:
             if s.loop_var in self.bound:  # a loop copy (partitioning): cached points are stale
                 self.memo = {}
             self.bound.add(s.loop_var)
+            shadowed = self._shadow(s.thread) if s.kind == "thread_binding" else None
             if not trivial:
                 self.pos[s.loop_var] = len(self.loops)
                 self.env[s.loop_var] = (1, s.extent - 1)
-                self.loops.append((s.loop_var, s.extent, s.kind))
+                # a thread loop's kind is its tag ("threadIdx.x"): what the GPU columns read
+                kind = s.thread if s.kind == "thread_binding" else s.kind
+                self.loops.append((s.loop_var, s.extent, kind))
             step = s.annotation("pragma_auto_unroll_max_step")
             if step is not None:
                 self.unroll_steps.append(step)
@@ -277,6 +294,8 @@ class _Walker:
             if not trivial:
                 self.loops.pop()
                 del self.env[s.loop_var], self.pos[s.loop_var]
+            if shadowed is not None:
+                self._unshadow(*shadowed)
         elif t is SeqStmt:
             for x in s.stmts:
                 self.stmt(x)
@@ -292,6 +311,29 @@ class _Walker:
             self.guards -= 1
         elif t is BufferStore:
             self.rows.append(self.store(s))
+
+    def _shadow(self, tag: str):
+        """A thread loop inside one of the same tag (a cooperative copy inside the compute's
+        threadIdx.x loop) is the same hardware index: the outer loop does not repeat what is
+        inside the inner one, so it leaves the nest until the inner one ends."""
+        i = next((i for i, (_, _, k) in enumerate(self.loops) if k == tag), None)
+        if i is None:
+            return None
+        entry, allocs = self.loops.pop(i), self.allocs
+        del self.env[entry[0]]
+        self.allocs = [(b, d - (d > i)) for b, d in allocs]
+        self._reindex()
+        return i, entry, allocs
+
+    def _unshadow(self, i, entry, allocs) -> None:
+        self.loops.insert(i, entry)
+        self.env[entry[0]] = (1, entry[1] - 1)
+        self.allocs = allocs
+        self._reindex()
+
+    def _reindex(self) -> None:
+        self.pos = {v: i for i, (v, _, _) in enumerate(self.loops)}
+        self.memo = {}
 
     def store(self, s: BufferStore) -> list:
         loops, env, pos = self.loops, self.env, self.pos
@@ -345,9 +387,11 @@ class _Walker:
             row += [n - level, suffix[level], float(ws[0] <= cache)]
         row += [flops / max(ws[0], 1), flops / trip * suffix[l1_level] / max(ws[l1_level], 1)]
         row += self._register_block(loops, spatial, accesses, written)
+        row += self._gpu_features(s.buffer, loops, trip)
 
-        slots = [_access_features(group, loops, suffix, ws) for group in accesses.values()]
-        slots.sort(key=lambda r: -r[4])
+        tx = next((i for i in range(n - 1, -1, -1) if loops[i][2] == "threadIdx.x"), None)
+        slots = [_access_features(group, loops, suffix, ws, tx) for group in accesses.values()]
+        slots.sort(key=lambda r: -r[_BYTES])
         for r in slots[:ACCESS_SLOTS]:
             row += r
         row += [0.0] * (len(_ACCESS) * (ACCESS_SLOTS - min(len(slots), ACCESS_SLOTS)))
@@ -388,6 +432,16 @@ class _Walker:
                 steps,
                 vec_ext / (vec_groups * lanes) if vec is not None else 0.0]
 
+    def _gpu_features(self, buffer, loops, trip) -> list:
+        blocks = math.prod(e for _, e, k in loops if k.startswith("blockIdx"))
+        threads = math.prod(e for _, e, k in loops if k.startswith("threadIdx"))
+        tx = next((e for _, e, k in loops if k == "threadIdx.x"), 1)
+        if not any(k.startswith(("blockIdx", "threadIdx")) for _, _, k in loops):
+            return [0.0] * 5 + [float(buffer.scope == "shared"), 0.0]
+        shared = sum(b.size * dt.nbytes(b.dtype) for b, _ in self.allocs if b.scope == "shared")
+        return [blocks, threads, tx, blocks / self.sms if self.sms else 0.0,
+                trip / (blocks * threads), float(buffer.scope == "shared"), shared]
+
     def _alloc_features(self, buffer, trip) -> list:
         alloc_bytes = outer = 0
         local = 0
@@ -426,9 +480,10 @@ def _position(i, spatial) -> str:
     return f"{where}_{'spatial' if spatial[i] else 'reduce'}"
 
 
-def _access_features(group, loops, suffix, ws) -> list:
+def _access_features(group, loops, suffix, ws, tx=None) -> list:
     """The _ACCESS columns of one buffer (several index tuples merged: the first describes
-    strides and reuse, the footprints are the largest)."""
+    strides and reuse, the footprints are the largest); `tx`: the position of the threadIdx.x
+    loop among `loops`, if any."""
     a = group[0]
     n, trip = len(loops), suffix[0]
     read = any(x.read for x in group)
@@ -450,6 +505,7 @@ def _access_features(group, loops, suffix, ws) -> list:
         ct = loops[reuse][1]
         reuse_feats = [n - reuse, ct, suffix[reuse + 1], ws[reuse + 1], nbytes / ct,
                        unique / ct]
+    tx_stride = abs(a.stride[tx]) if tx is not None and a.dep[tx] else 0
     return [float(read and not write), float(write and not read), float(read and write),
-            float(a.local), nbytes, unique, lines, unique_lines, stride,
+            float(a.local), float(a.buffer.scope == "shared"), tx_stride, nbytes, unique, lines, unique_lines, stride,
             n - inner if inner is not None else 0] + reuse_feats
