@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+from fake_cuda import FakeDriver, floats, install
 
 from looptune.codegen import CRenderer, CStyleRenderer, c_comment, render_c  # noqa: F401
 from looptune.codegen.cuda import CUDARenderer, launch_table, render_cuda
@@ -357,82 +358,6 @@ def test_cuda_runner_is_registered_and_imports_no_cuda():
     assert out.stdout.strip() == "False"
 
 
-class FakeDriver:
-    """cuda.bindings.driver on host memory, for the runtime's Python side: allocations are
-    numpy buffers, a launch runs the named kernel's Python stand-in on the pointers it reads
-    from kernelParams (as the driver does), events tick by 1 ms per launch."""
-
-    class CUresult(int):
-        name = "CUDA_SUCCESS"
-
-    class CUfunction_attribute:
-        CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
-
-    def __init__(self, kernels):
-        self.kernels = kernels  # name -> (number of parameters, fn(list of addresses))
-        self.memory, self.launches, self.clock, self.events = {}, [], 0.0, {}
-        self.ok = self.CUresult(0)
-
-    def cuInit(self, flags): return (self.ok,)
-    def cuDeviceGetCount(self): return self.ok, 1
-    def cuDeviceGet(self, i): return self.ok, i
-    def cuDevicePrimaryCtxRetain(self, dev): return self.ok, "ctx"
-    def cuCtxSetCurrent(self, ctx): return (self.ok,)
-    def cuCtxSynchronize(self): return (self.ok,)
-    def cuModuleLoadData(self, ptr): return self.ok, "module"
-    def cuModuleGetFunction(self, module, name): return self.ok, name.decode()
-    def cuFuncSetAttribute(self, fn, attr, value): return (self.ok,)
-    def cuModuleUnload(self, module): return (self.ok,)
-
-    def cuMemAlloc(self, n):
-        buf = np.zeros(n + 256, np.uint8)
-        addr = buf.ctypes.data + (-buf.ctypes.data) % 256
-        self.memory[addr] = buf
-        return self.ok, addr
-
-    def cuMemFree(self, addr):
-        self.memory.pop(addr, None)
-        return (self.ok,)
-
-    def cuMemcpyHtoD(self, dst, src, n):
-        ctypes.memmove(dst, src, n)
-        return (self.ok,)
-
-    def cuMemcpyDtoH(self, dst, src, n):
-        ctypes.memmove(dst, src, n)
-        return (self.ok,)
-
-    def cuMemsetD8(self, dst, value, n):
-        ctypes.memset(dst, value, n)
-        return (self.ok,)
-
-    def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-        nargs, run = self.kernels[fn]
-        slots = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
-        ptrs = [ctypes.cast(slots[i], ctypes.POINTER(ctypes.c_uint64))[0] for i in range(nargs)]
-        self.launches.append((fn, (gx, gy, gz), (bx, by, bz), shared, ptrs))
-        run(ptrs)
-        self.clock += 1.0
-        return (self.ok,)
-
-    def cuEventCreate(self, flags):
-        e = len(self.events)
-        self.events[e] = 0.0
-        return self.ok, e
-
-    def cuEventRecord(self, e, stream):
-        self.events[e] = self.clock
-        return (self.ok,)
-
-    def cuEventSynchronize(self, e): return (self.ok,)
-    def cuEventElapsedTime(self, a, b): return self.ok, self.events[b] - self.events[a]
-    def cuEventDestroy(self, e): return (self.ok,)
-
-
-def floats(addr, n):
-    return np.ctypeslib.as_array((ctypes.c_float * n).from_address(addr))
-
-
 def two_kernels(n=64):
     """T = A * 2 (kernel 0, T an intermediate), C = T + B (kernel 1)."""
     A, B, C = (Buffer(x, (n,), "float32") for x in "ABC")
@@ -457,10 +382,7 @@ def fake_driver(monkeypatch):
                "two_kernel1": (3, lambda p: floats(p[2], n).__setitem__(
                    slice(None), floats(p[0], n) + floats(p[1], n)))}
     drv = FakeDriver(kernels)
-    real = rc._bindings
-    monkeypatch.setattr(rc, "_bindings", lambda which: drv if which == "driver" else real(which))
-    monkeypatch.setattr(rc, "_CONTEXTS", {})
-    rc._driver_state.cache_clear()
+    install(monkeypatch, drv)
     yield drv
     rc._driver_state.cache_clear()
 

@@ -8,6 +8,7 @@ read-only blob embedded in the library itself (`.incbin`). One native call per i
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 
@@ -59,7 +60,8 @@ def compile_model(graph: Graph, database: Database | None = None, target="cpu", 
     """Compile `graph` into a CompiledModel: `compiled(*numpy_inputs)` returns its outputs.
     Tasks with a record in `database` (a Database, or a work dir's path) use their best
     verified one, the others a rule-based default schedule. `num_threads`: the threads every
-    kernel uses (default: the records', else all cores)."""
+    kernel uses (default: the records', else all cores). On a cuda target the result is a
+    CudaModel (compile_cuda.py), which needs an NVIDIA GPU."""
     from .executor import CompiledModel
     if not isinstance(graph, Graph):
         raise TypeError(f"compile_model needs a looptune Graph, got {type(graph).__name__}")
@@ -70,6 +72,9 @@ def compile_model(graph: Graph, database: Database | None = None, target="cpu", 
     graph = prepare(graph)
     groups = fuse(graph)
     tasks = tasks_of_groups(groups)
+    if target.kind == "cuda":
+        from .compile_cuda import compile_model_cuda
+        return compile_model_cuda(graph, groups, tasks, database, target, check=check)
 
     units, kernels, task_info = [], {}, []
     threads_used = set()
@@ -117,8 +122,23 @@ lt_model_weights:
 """
 
 
-def _runner(graph: Graph, groups: list, kernels: dict):
-    """(C source of the runner, weights blob, JSON-ready description)."""
+@dataclasses.dataclass
+class MemoryPlan:
+    """Where each value of a compiled model lives: the caller's input and output arrays (by
+    argument slot), one arena of intermediates (by offset), one blob of weights (by offset
+    per layout), and the outputs that copy another value."""
+    steps: list  # (input values, output value) per group, views resolved to their source
+    out_slots: dict  # id(value) -> argument slot (inputs first, then outputs)
+    in_slot: dict  # id(value) -> argument slot
+    copies: list  # (output index, source value)
+    arena: dict  # id(value) -> byte offset
+    arena_bytes: int
+    weight_offsets: dict  # (id(value), packing factor) -> byte offset
+    blob: bytes
+
+
+def plan_memory(graph: Graph, groups: list, kernels: dict) -> MemoryPlan:
+    """The MemoryPlan of the groups in order; `kernels` maps id(group) to (symbol, func)."""
     n_in = len(graph.inputs)
     out_slots = {}
     copies = []  # (output index, source value): outputs another output or input already holds
@@ -149,6 +169,15 @@ def _runner(graph: Graph, groups: list, kernels: dict):
             use_const(src, 0)
     woff, blob = pack_weights(constants)
     in_slot = {id(v): i for i, v in enumerate(graph.inputs)}
+    return MemoryPlan(steps, out_slots, in_slot, copies, arena, arena_bytes, woff, blob)
+
+
+def _runner(graph: Graph, groups: list, kernels: dict):
+    """(C source of the runner, weights blob, JSON-ready description)."""
+    n_in = len(graph.inputs)
+    plan = plan_memory(graph, groups, kernels)
+    steps, out_slots, in_slot, copies = plan.steps, plan.out_slots, plan.in_slot, plan.copies
+    arena, arena_bytes, woff, blob = plan.arena, plan.arena_bytes, plan.weight_offsets, plan.blob
 
     def ptr(v, factor: int = 0) -> str:
         ctype = dt.c_type(v.dtype)

@@ -1,0 +1,165 @@
+"""compile_model for a cuda target: each task's kernels (its best verified record, else the
+zero-search default schedule of looptune.dlight) compiled into a CudaModule, run in order
+by a CudaModel on device memory laid out once, as the CPU runner lays out host memory:
+weights uploaded once into one device blob, intermediates in one device arena (the same
+static memory plan), the model's inputs and outputs staged in device arrays kept between
+calls. A call copies the inputs in, launches every kernel, and copies the outputs out."""
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+
+from ..schedule.primitives.layout import PACKED
+from ..tir import dtype as dt
+
+
+def compile_model_cuda(graph, groups, tasks, database, target, *, check: bool):
+    """A CudaModel of `graph` (prepared, fused into `groups`, with their `tasks`)."""
+    from ..build import build
+    from ..dlight import default_schedule
+    from ..schedule import Schedule
+    from .compile import plan_memory
+
+    modules, kernels, task_info = {}, {}, []
+    for task in tasks:
+        mod, record = None, None
+        if database is not None and database.has_workload(task.func):
+            from ..tune.tune import NoTuningRecordError, compile_tir
+            try:
+                mod = compile_tir(database, task.func, target, check=check)
+                record = mod.record
+            except NoTuningRecordError as e:
+                warnings.warn(f"{task.task_name}: {e}; it runs with the default schedule",
+                              stacklevel=3)
+        if mod is None:
+            sch = default_schedule(task.func, target)
+            mod = build(sch, target)
+            mod.schedule = sch
+        sched = mod.schedule.func if isinstance(mod.schedule, Schedule) else mod.schedule
+        for g in task.groups:
+            kernels[id(g)] = (task.task_name, sched)
+            modules[id(g)] = mod
+        task_info.append({"task_name": task.task_name, "weight": task.weight,
+                          "workload": task.key, "tuned": record is not None,
+                          "record_ms": None if record is None else record.median_secs * 1e3})
+    plan = plan_memory(graph, groups, kernels)
+    desc = {"name": graph.name, "target": target.key(), "tasks": task_info,
+            "inputs": [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype}
+                       for v in graph.inputs],
+            "outputs": [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype}
+                        for v in graph.outputs],
+            "kernels": len(groups),
+            "steps": [{"kernel": kernels[id(g)][0], "output": g.output.name} for g in groups],
+            "arena_bytes": plan.arena_bytes, "weights_bytes": len(plan.blob)}
+    return CudaModel(graph, [(modules[id(g)], kernels[id(g)][1]) for g in groups], plan, desc)
+
+
+class _View:
+    """A device address seen as an array of one shape and dtype (an argument of a kernel)."""
+
+    def __init__(self, ptr: int, shape, dtype):
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": np.dtype(dtype).str,
+                                         "data": (int(ptr), False), "strides": None,
+                                         "version": 3}
+
+
+class CudaModel:
+    """A model compiled for an NVIDIA GPU: `model(*numpy_inputs)` returns its outputs as
+    numpy arrays. `model.profile(*inputs)` times each kernel with CUDA events."""
+
+    def __init__(self, graph, steps: list, plan, desc: dict, *, device: int = 0):
+        """`steps`: (CudaModule, its scheduled PrimFunc) per group of `plan`, in order."""
+        from ..runtime.cuda import DeviceArray
+        self.desc, self.device = desc, device
+        self._in_specs = [(v.name, tuple(v.shape), dt.numpy_dtype(v.dtype)) for v in graph.inputs]
+        self._out_specs = [(v.name, tuple(v.shape), dt.numpy_dtype(v.dtype))
+                           for v in graph.outputs]
+        self._inputs = [DeviceArray(s, d, device=device) for _, s, d in self._in_specs]
+        self._outputs = [DeviceArray(s, d, device=device) for _, s, d in self._out_specs]
+        self._arena = DeviceArray((max(plan.arena_bytes, 1),), np.uint8, device=device)
+        self._weights = DeviceArray((max(len(plan.blob), 1),), np.uint8, device=device)
+        if plan.blob:
+            self._weights.copy_from(np.frombuffer(plan.blob, np.uint8))
+        self._copies, self._out_slots = plan.copies, plan.out_slots
+        self._graph_inputs = {id(v): i for i, v in enumerate(graph.inputs)}
+        self._launches = []  # (module, its packed launches, output name)
+        for (mod, func), (ins, out) in zip(steps, plan.steps):
+            packed = dict(func.attr(PACKED, ()))
+            ptrs = [self._address(v, plan, packed.get(i, 0)) for i, v in enumerate(ins + [out])]
+            views = [_View(p, a.shape, dt.numpy_dtype(a.dtype)) for p, a in zip(ptrs, mod.args)]
+            ptrs, _ = mod.arguments(views)  # checks shapes, dtypes, alignment and overlaps
+            self._launches.append((mod, mod.packed(ptrs), out.name))
+
+    def _address(self, v, plan, factor: int) -> int:
+        if id(v) in plan.in_slot:
+            return self._inputs[plan.in_slot[id(v)]].ptr
+        if id(v) in plan.out_slots:
+            return self._outputs[plan.out_slots[id(v)] - len(self._inputs)].ptr
+        if v.is_const:
+            return self._weights.ptr + plan.weight_offsets[(id(v), factor)]
+        return self._arena.ptr + plan.arena[id(v)]
+
+    # ------------------------------------------------------------------ calling
+    def _load(self, inputs) -> list:
+        if len(inputs) != len(self._in_specs):
+            names = ", ".join(n for n, _, _ in self._in_specs)
+            raise TypeError(f"model {self.desc['name']} takes {len(self._in_specs)} inputs "
+                            f"({names}), got {len(inputs)}")
+        hosts = []
+        for (name, shape, dtype), x, dev in zip(self._in_specs, inputs, self._inputs):
+            a = np.asarray(x)
+            if a.shape != shape:
+                raise ValueError(f"input {name} must have shape {shape}, got {a.shape}")
+            if a.dtype != dtype:
+                raise TypeError(f"input {name} must have dtype {dtype}, got {a.dtype}; "
+                                f"convert with .astype('{dtype}')")
+            dev.copy_from(a)
+            hosts.append(a)
+        return hosts
+
+    def _run(self, timed: bool = False) -> list:
+        from ..runtime.cuda import synchronize
+        secs = []
+        for mod, packed, _ in self._launches:
+            t0 = time.perf_counter()
+            mod.launch_packed(packed)
+            if timed:
+                synchronize(self.device)
+                secs.append(time.perf_counter() - t0)
+        synchronize(self.device)
+        return secs
+
+    def __call__(self, *inputs):
+        hosts = self._load(inputs)
+        self._run()
+        outs = [dev.numpy() for dev in self._outputs]
+        for j, src in self._copies:  # outputs that are an input, a weight or another output
+            if id(src) in self._graph_inputs:
+                outs[j] = np.array(hosts[self._graph_inputs[id(src)]], copy=True)
+            elif src.is_const:
+                outs[j] = np.asarray(src.data, dtype=src.dtype).copy()
+            else:
+                outs[j] = outs[self._out_slots[id(src)] - len(self._inputs)].copy()
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def profile(self, *inputs, repeat: int = 10) -> list[dict]:
+        """Per kernel: {"kernel", "output", "ms"} (median of `repeat` runs, each kernel
+        synchronized on its own)."""
+        self._load(inputs)
+        runs = [self._run(timed=True) for _ in range(repeat)]
+        return [{"kernel": step["kernel"], "output": name,
+                 "ms": float(np.median([r[i] for r in runs])) * 1e3}
+                for i, (step, (_, _, name)) in enumerate(zip(self.desc["steps"],
+                                                              self._launches))]
+
+    def __repr__(self) -> str:
+        return (f"CudaModel({self.desc['name']}: {self.desc['kernels']} kernels, "
+                f"{nbytes_text(self.desc['arena_bytes'])} of intermediates, "
+                f"{nbytes_text(self.desc['weights_bytes'])} of weights)")
+
+
+def nbytes_text(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
+
