@@ -392,3 +392,17 @@ def test_cpu_design_spaces_are_unchanged(name):
                    for i in s.trace.insts)
     assert hashlib.sha256(text.encode()).hexdigest()[:16] == CPU_SPACES[name], (
         "the CPU design space changed; if that is meant, update CPU_SPACES")
+
+
+def test_large_matmul_samples_mostly_fit_the_gpu():
+    """4096^3 on sm_90: every tile level is drawn within the launch's limits (virtual
+    threads, threads, registers per axis), so most samples pass verify-gpu-code; scattering
+    the twelve factors of two over five levels passed none of 200."""
+    tensors, _, _ = workload("matmul", M=4096, N=4096, K=4096)
+    ctx = TuneContext(te.create_prim_func(tensors), target=cuda_target("sm_90"), seed=0)
+    (space,) = ctx.generate_design_space()
+    valid = sum(sample_from(space, ctx.func, seed, ctx.postprocs) is not None
+                for seed in range(40))
+    assert valid >= 16
+    tiles = [i for i in space.trace.insts if i.kind.name == "SamplePerfectTile"]
+    assert [list(i.attrs[2]) for i in tiles[:1]] == [[None, 2, 32, 8, 8]]

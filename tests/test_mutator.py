@@ -159,3 +159,65 @@ def test_sample_tile_may_over_cover_and_stays_correct():
         out = np.full((50, 8), np.nan, "float32")
         interpreter.run(lower(sch.func, vectorize=False), a, out)
         np.testing.assert_allclose(out, a * 2)
+
+
+# ------------------------------------------------------------------------------ capped tiles
+def test_capped_tiles_divide_the_extent_within_every_limit():
+    from looptune.schedule.primitives.sampling import sample_capped_tile
+    rand = random.Random(0)
+    caps = (None, 2, 32, 8, 8)
+    seen = set()
+    for _ in range(300):
+        t = sample_capped_tile(rand, 4096, 5, caps)
+        assert np.prod(t) == 4096 and all(c is None or f <= c for f, c in zip(t, caps)), t
+        seen.add(t[1:])
+    assert len(seen) > 50  # the limited levels take every allowed size, not only the largest
+    assert {t[0] for t in seen} == {1, 2} and {t[-1] for t in seen} == {1, 2, 4, 8}
+
+
+def test_a_capped_tile_round_trips_through_json_and_old_traces_still_load():
+    from looptune.schedule import Trace
+    func, _, _ = _matmul_func()
+    sch = Schedule(func, seed=3)
+    i, _, _ = sch.get_loops(sch.get_block("matmul"))
+    tiles = sch.sample_perfect_tile(i, n=3, max_factors=[None, 2, 4])
+    sch.split(i, tiles)
+    text = sch.trace.to_json()
+    again = Schedule(func, seed=3)
+    Trace.from_json(text).apply_to_schedule(again)
+    assert again.trace.to_json() == text
+    (inst,) = [x for x in sch.trace.insts if x.kind.name == "SamplePerfectTile"]
+    assert list(inst.attrs[2]) == [None, 2, 4]
+    old = Schedule(func, seed=3)  # a trace written before max_factors existed: two attrs
+    j, _, _ = old.get_loops(old.get_block("matmul"))
+    old.split(j, old.sample_perfect_tile(j, n=2, max_innermost_factor=4))
+    assert len([x for x in old.trace.insts if x.kind.name == "SamplePerfectTile"][0].attrs) == 2
+    Trace.from_json(old.trace.to_json()).apply_to_schedule(Schedule(func, seed=3))
+    with pytest.raises(Exception, match="one limit"):
+        sch2 = Schedule(func)
+        sch2.sample_perfect_tile(sch2.get_loops(sch2.get_block("matmul"))[0], n=3,
+                                 max_factors=[None, 2])
+
+
+def _matmul_func():
+    tensors, ref, _ = workload("matmul", M=64, N=64, K=16)
+    return te.create_prim_func(tensors), tensors, ref
+
+
+def test_tile_mutations_keep_every_level_within_its_limit():
+    from looptune.target import cuda_target
+    from looptune.schedule.primitives.sampling import tile_caps
+    tensors, _, _ = workload("matmul", M=1024, N=1024, K=256)
+    func = te.create_prim_func(tensors)
+    ctx = TuneContext(func, target=cuda_target("sm_80"), seed=0)
+    spaces = [DesignSpace(s.trace) for s in ctx.generate_design_space()]
+    parents = points(ctx, func, spaces, 4)
+    tile = {k: m for k, m in default_mutators(ctx.target).items()
+            if type(k).__name__ == "MutateTileSize"}
+    children, _ = mutants(ctx, func, parents, 12, mutators=tile)
+    assert children
+    for parent, pos, child in children:
+        caps = tile_caps(parent.space.insts[pos].attrs)
+        assert caps is not None
+        decision = child.decisions[pos]
+        assert all(c is None or f <= c for f, c in zip(decision, caps)), (decision, caps)

@@ -228,11 +228,15 @@ class Schedule:
 
     # ------------------------------------------------------------------ sampling
     def sample_perfect_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 16,
-                            decision=None) -> list[ExprRV]:
+                            decision=None, *, max_factors=None) -> list[ExprRV]:
         """n tile sizes whose product is the loop's extent, the innermost at most
-        max_innermost_factor."""
-        return list(self._apply("SamplePerfectTile", [loop], [n, max_innermost_factor],
-                                _tiles(decision)))
+        max_innermost_factor. `max_factors` (one limit or None per tile) limits every level
+        instead: each limited tile is drawn among the divisors within its limit (a GPU's
+        virtual threads, threads and registers per axis), the unlimited ones take the rest."""
+        attrs = [n, max_innermost_factor]
+        if max_factors is not None:
+            attrs.append([None if m is None else int(m) for m in max_factors])
+        return list(self._apply("SamplePerfectTile", [loop], attrs, _tiles(decision)))
 
     def sample_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 16,
                     decision=None) -> list[ExprRV]:

@@ -40,15 +40,43 @@ def sample_tile(rand, extent: int, n: int, max_innermost_factor: int) -> tuple:
     return tuple(factors) + (inner,)
 
 
+def sample_capped_tile(rand, extent: int, n: int, max_factors) -> tuple:
+    """n factors of extent, factor i at most max_factors[i] (None: no limit): each limited
+    factor, innermost first, uniform among the divisors of what is left within its limit;
+    the rest scattered over the unlimited ones (the first, where all are limited)."""
+    factors, left = [1] * n, extent
+    limited = [i for i in range(n) if max_factors[i] is not None]
+    for i in sorted(limited, reverse=True):
+        factors[i] = rand.choice([d for d in divisors(left) if d <= max_factors[i]] or [1])
+        left //= factors[i]
+    free = [i for i in range(n) if max_factors[i] is None] or [0]
+    for p in prime_factors(left):
+        factors[rand.choice(free)] *= p
+    return tuple(factors)
+
+
+def tile_caps(attrs) -> tuple | None:
+    """The per-level limits of a SamplePerfectTile (its optional third attribute)."""
+    if len(attrs) < 3 or attrs[2] is None:
+        return None
+    return tuple(attrs[2])
+
+
 @instruction("SamplePerfectTile", "sample_perfect_tile", inputs=("loop",),
-             attrs=("n", "max_innermost_factor"), pure=True, sampling=True, list_outputs=True)
+             attrs=("n", "max_innermost_factor", "max_factors"), pure=True, sampling=True,
+             list_outputs=True)
 def sample_perfect_tile(sch, inputs, attrs, decision):
     loop = sch._loop(inputs[0]).node
-    n, max_inner = attrs
+    n, max_inner = attrs[:2]
+    caps = tile_caps(attrs)
     if not isinstance(n, int) or n < 1:
         raise ScheduleError(f"sample_perfect_tile: n must be a positive int, got {n!r}")
+    if caps is not None and len(caps) != n:
+        raise ScheduleError(f"sample_perfect_tile: max_factors {list(caps)} must give one limit "
+                            f"(or None) per tile, {n}")
     if decision is None:
-        decision = sample_tile(sch.rand, loop.extent, n, max_inner)
+        decision = (sample_tile(sch.rand, loop.extent, n, max_inner) if caps is None
+                    else sample_capped_tile(sch.rand, loop.extent, n, caps))
     else:
         decision = tuple(decision)
         if (len(decision) != n or any(not isinstance(d, int) or d < 1 for d in decision)

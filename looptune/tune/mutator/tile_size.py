@@ -5,7 +5,7 @@ from __future__ import annotations
 from math import prod
 
 from ...schedule.primitives.sampling import (check_partitioned_tile, prime_factors,
-                                             sample_partitioned_tile)
+                                             sample_partitioned_tile, tile_caps)
 from .base import Mutator
 
 
@@ -22,7 +22,8 @@ class MutateTileSize(Mutator):
         for pos in positions:
             inst = point.space.insts[pos]
             old = tuple(point.decisions[pos])
-            n, max_inner = inst.attrs
+            n, max_inner = inst.attrs[:2]
+            caps = tile_caps(inst.attrs)
             if n < 2:
                 continue
             extent = point.info[pos]
@@ -31,7 +32,7 @@ class MutateTileSize(Mutator):
                 new = sample_partitioned_tile(rand, extent, n, max_inner)
                 if new != old:
                     return pos, new
-            new = _move_factor(rand, list(old), n - 1 if partitioned else n, max_inner)
+            new = _move_factor(rand, list(old), n - 1 if partitioned else n, max_inner, caps)
             if new is None or new == old:
                 continue
             if partitioned and not check_partitioned_tile(new, extent, n):
@@ -42,9 +43,10 @@ class MutateTileSize(Mutator):
         return None
 
 
-def _move_factor(rand, factors: list, movable: int, max_inner: int):
+def _move_factor(rand, factors: list, movable: int, max_inner: int, caps=None):
     """Divide one of the first `movable` factors by one of its primes and multiply another by
-    it, keeping the innermost at most max_inner."""
+    it, keeping the innermost at most max_inner (with per-level `caps`: each within its
+    own)."""
     sources = [i for i in range(movable) if factors[i] > 1]
     if not sources or movable < 2:
         return None
@@ -53,6 +55,9 @@ def _move_factor(rand, factors: list, movable: int, max_inner: int):
     p = rand.choice(prime_factors(factors[src]))
     factors[src] //= p
     factors[dst] *= p
-    if dst == len(factors) - 1 and factors[dst] > max_inner:
+    if caps is not None:
+        if caps[dst] is not None and factors[dst] > caps[dst]:
+            return None
+    elif dst == len(factors) - 1 and factors[dst] > max_inner:
         return None
     return tuple(factors)

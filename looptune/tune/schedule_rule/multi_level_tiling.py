@@ -22,6 +22,18 @@ from ...schedule import ScheduleError
 from .analysis import has_reuse, is_elementwise, loop_kinds
 from .base import ScheduleRule
 
+GPU_MAX_VTHREADS = 8  # verify-gpu-code's default limit
+GPU_MAX_ACCUMULATORS = 64  # outputs one thread keeps in registers per register level
+
+
+def _root(limit: int, n: int) -> int:
+    """The largest power of two p with p ** n <= limit."""
+    p = 1
+    while (2 * p) ** max(n, 1) <= limit:
+        p *= 2
+    return p
+
+
 TILED = "meta_schedule.tiling_structure"
 COOPERATIVE_FETCH = "meta_schedule.cooperative_fetch"  # value: the vector length of the copy
 
@@ -63,6 +75,7 @@ class MultiLevelTiling(ScheduleRule):
     def initialize_with_tune_context(self, context) -> None:
         if self.max_innermost_factor is None:
             self.max_innermost_factor = 4 * context.target.vector_lanes_f32
+        self.target = context.target
 
     def apply(self, sch, block) -> list:
         b = sch.get(block)
@@ -123,11 +136,18 @@ class MultiLevelTiling(ScheduleRule):
         groups in structure order."""
         n_s, n_r = self.structure.count("S"), self.structure.count("R")
         levels = {"S": [[] for _ in range(n_s)], "R": [[] for _ in range(n_r)]}
-        for loop, kind in zip(sch.get_loops(block), kinds):
+        loops = sch.get_loops(block)
+        n_axes = sum(1 for lp, kind in zip(loops, kinds) if kind == "S" and sch.get(lp).extent > 1)
+        for loop, kind in zip(loops, kinds):
             n = n_s if kind == "S" else n_r
-            sample = (sch.sample_tile if kind == "S" and self.tile_sampler == "partitioned"
-                      else sch.sample_perfect_tile)
-            tiles = sample(loop, n=n, max_innermost_factor=self.max_innermost_factor or 64)
+            inner = self.max_innermost_factor or 64
+            if self.tile_binds and n > 1:  # GPU: every level within the launch's limits
+                tiles = sch.sample_perfect_tile(loop, n=n, max_innermost_factor=inner,
+                                                max_factors=self._gpu_caps(kind, n, n_axes))
+            elif kind == "S" and self.tile_sampler == "partitioned":
+                tiles = sch.sample_tile(loop, n=n, max_innermost_factor=inner)
+            else:
+                tiles = sch.sample_perfect_tile(loop, n=n, max_innermost_factor=inner)
             for k, piece in enumerate(sch.split(loop, tiles) if n > 1 else [loop]):
                 levels[kind][k].append(piece)
         count = {"S": 0, "R": 0}
@@ -144,6 +164,31 @@ class MultiLevelTiling(ScheduleRule):
             sch.bind(fused, axis)
             groups[k] = (c, [fused])
         return groups
+
+    def _gpu_caps(self, kind: str, n: int, n_axes: int) -> list:
+        """Per-level limits of one loop's tiles on a GPU, from the target's limits shared
+        evenly by the block's `n_axes` spatial loops (powers of two): the thread block level
+        is free, the virtual-thread level within GPU_MAX_VTHREADS, the thread level within
+        max_threads_per_block, each register level within GPU_MAX_ACCUMULATORS; reduction
+        levels (the shared tile's depth) within the innermost factor, the outermost free.
+        Uniform draws under these limits pass verify-gpu-code most of the time, where
+        scattering the primes of 4096 over five levels almost never does."""
+        inner = self.max_innermost_factor or 64
+        if kind == "R":
+            return [None] + [min(inner, 8)] * (n - 2) + [inner]
+        caps = []
+        for k in range(n):
+            tag = self.tile_binds[k] if k < len(self.tile_binds) else None
+            if tag is None:
+                caps.append(_root(GPU_MAX_ACCUMULATORS, n_axes))
+            elif tag.startswith("vthread"):
+                caps.append(_root(GPU_MAX_VTHREADS, n_axes))
+            elif tag.startswith("threadIdx"):
+                caps.append(_root(self.target.max_threads_per_block, n_axes))
+            else:
+                caps.append(None)
+        caps[-1] = min(caps[-1], inner) if caps[-1] is not None else inner
+        return caps
 
     def _write_back(self, sch, block, groups, level: int):
         """Write the block's results back at the end of the level-th spatial group."""
