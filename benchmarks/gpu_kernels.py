@@ -5,6 +5,7 @@
                   looptune (torch's fp16 matmul uses them: the ratio says what they are worth)
     softmax       4096 x 4096 fp32, along the rows
     layer_norm    8192 x 1024 fp32, with gamma and beta
+    conv2d        8 x 64 x 56 x 56, 64 3x3 filters, padding 1, fp32 (cuDNN, TF32 off)
 
 Each workload is tuned (EvolutionarySearch + XGBModel, target "cuda", the CUDA runner) to
 each budget of --trials (checkpoints of one run: the work dir resumes), then compiled with
@@ -63,6 +64,9 @@ WORKLOADS = {
     "layer_norm": (lambda: _op("layer_norm", M=8192, N=1024),
                    lambda t, x, g, b: t.nn.functional.layer_norm(x, (x.shape[-1],), g, b, 1e-5),
                    "float32"),
+    "conv2d": (lambda: _op("conv2d", N=8, C=64, H=56, W=56, K=64, R=3, S=3, stride=1, pad=1,
+                           dilation=1),
+               lambda t, x, w: t.nn.functional.conv2d(x, w, padding=1), "float32"),
 }
 
 

@@ -96,6 +96,16 @@ def _gemv(N, K, epilogue=False):
     return [w, x, b, z], lambda w, x, b: np.maximum(w @ x + b, 0)
 
 
+def _conv_bias_relu():
+    """relu(conv2d(x, w) + b[k]): the epilogue applied as each thread writes back."""
+    x = te.placeholder((1, 6, 8, 8), name="x")
+    w = te.placeholder((16, 6, 3, 3), name="w")
+    b = te.placeholder((1, 16, 1, 1), name="b")
+    y = te.ops.relu(te.ops.add(te.ops.conv2d_nchw(x, w, stride=1, padding=1), b))
+    return [x, w, b, y], lambda x, w, b: np.maximum(
+        reference.conv2d_nchw(x, w, 1, 1) + b, 0)
+
+
 # a GPU of one multiprocessor: the matmul rule keeps its largest tiles even for small shapes
 ONE_SM = dataclasses.replace(CUDA, cores=1)
 
@@ -118,11 +128,18 @@ GPU_CASES = {
     "dense_one_row": (lambda: _op("dense", batch=1, in_features=40, out_features=9),
                       "gpu-matmul"),
     "conv2d": (lambda: _op("conv2d", N=1, C=3, H=7, W=6, K=4, R=3, S=3, stride=1, pad=1,
-                           dilation=1), "gpu-fallback"),
+                           dilation=1), "gpu-conv"),
+    "conv2d_tiles": (lambda: _op("conv2d", N=2, C=12, H=8, W=8, K=16, R=3, S=3, stride=1,
+                                 pad=1, dilation=1), "gpu-conv", ONE_SM),
+    "conv2d_strided_dilated": (lambda: _op("conv2d", N=2, C=5, H=11, W=9, K=8, R=3, S=3,
+                                           stride=2, pad=2, dilation=2), "gpu-conv"),
+    "conv2d_1x1": (lambda: _op("conv2d", N=1, C=16, H=6, W=6, K=24, R=1, S=1, stride=1,
+                               pad=0, dilation=1), "gpu-conv", ONE_SM),
+    "conv2d_bias_relu": (_conv_bias_relu, "gpu-conv"),
     "conv2d_nhwc": (lambda: _op("conv2d_nhwc", N=1, C=3, H=6, W=7, K=5, R=3, S=3, stride=2,
-                                pad=1, dilation=1), "gpu-fallback"),
+                                pad=1, dilation=1), "gpu-conv"),
     "depthwise_conv2d": (lambda: _op("depthwise_conv2d", N=1, C=3, H=7, W=9, R=3, S=3,
-                                     stride=1, pad=1), "gpu-fallback"),
+                                     stride=1, pad=1), "gpu-conv"),
     "softmax": (lambda: _op("softmax", M=5, N=11), "gpu-general-reduction"),
     "softmax_long_rows": (lambda: _op("softmax", M=3, N=300), "gpu-general-reduction"),
     "layer_norm": (lambda: _op("layer_norm", M=4, N=13), "gpu-general-reduction"),
@@ -222,6 +239,38 @@ def test_matmul_tiles_shrink_until_every_multiprocessor_has_a_block():
     (kernel,) = lower_gpu(default_schedule(te.create_prim_func(tensors), CUDA).func, CUDA,
                           vectorize=False).kernels
     assert kernel.grid == (256, 1, 1) and kernel.block == (256, 1, 1)
+
+
+def test_a_convolution_stages_its_padded_window_and_weights_in_shared_memory():
+    from looptune.codegen.gpu import lower_gpu
+    func, *_ = _case("conv2d_tiles")  # 2 x 16 x 8 x 8 outputs, 12 input channels
+    sch = default_schedule(func, ONE_SM)
+    scopes = {b.name: b.scope for b in sch.func.root.alloc_buffers}
+    # the padding is computed tile by tile into shared memory: no padded copy in global
+    assert scopes["pad"] == scopes["W_shared"] == "shared"
+    assert scopes["conv2d_nchw_local"] == "local"
+    (kernel,) = lower_gpu(sch.func, ONE_SM, vectorize=False).kernels
+    # threads along x (8), then y (8), then output channels (4) with 4 channels each
+    assert kernel.block == (256, 1, 1) and kernel.grid == (2, 1, 1)
+    shared = {b.name: b.size for b in kernel.shared}
+    # the window of a 8 x 8 tile under a 3 x 3 kernel is 10 x 10, per step of 6 channels
+    assert shared["pad"] == 6 * 10 * 10 and shared["W_shared"] == 16 * 6 * 9
+    assert "rc_0 in range(2)" in sch.func.script()
+
+
+def test_convolution_tiles_shrink_until_every_multiprocessor_has_a_block():
+    from looptune.codegen.gpu import lower_gpu
+    tensors, _ = _op("conv2d", N=1, C=64, H=7, W=7, K=128, R=3, S=3, stride=1, pad=1,
+                     dilation=1)
+    (kernel,) = lower_gpu(default_schedule(te.create_prim_func(tensors), CUDA).func, CUDA,
+                          vectorize=False).kernels
+    assert kernel.grid[0] >= CUDA.cores and kernel.block[0] >= 32
+
+
+def test_a_thread_per_output_fallback_accumulates_in_a_register():
+    func, *_ = _case("max_pool2d")
+    scopes = {b.name: b.scope for b in default_schedule(func, CUDA).func.root.alloc_buffers}
+    assert "local" in scopes.values()
 
 
 def test_a_short_dimension_gives_its_threads_to_the_other():

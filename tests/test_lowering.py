@@ -96,6 +96,31 @@ def test_compaction_shrinks_a_tile_buffer_into_its_loop():
     assert alloc is not None and alloc.buffer.shape == (4, 8)
 
 
+def test_compaction_bounds_a_guarded_copy_by_its_tile_not_its_loop():
+    """A copy of a 6 x 6 tile of A fused and split by 16 runs 3 x 16 = 48 iterations guarded
+    by `fused < 36`: its buffer is the 6 x 6 tile, not the 8 rows the loop alone would reach
+    (47 // 6 + 1); and the result is right."""
+    sch = Schedule(matmul(12, 10, 6))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, 6])
+    cache = sch.cache_read(c, 0, "local")
+    sch.compute_at(cache, i0)
+    _, inner = sch.split(sch.fuse(*sch.get_loops(cache)[-2:]), [None, 16])
+    low = compact_buffers(lower_blocks(sch.func))
+    (alloc,) = [a for a in _allocs(low.body) if a.buffer.name.startswith("A")]
+    assert alloc.buffer.shape == (6, 6)
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (12, 6)).astype("float32")
+    b = rng.uniform(-1, 1, (6, 10)).astype("float32")
+    np.testing.assert_allclose(run(sch.func, a, b, (12, 10)), a @ b, rtol=1e-5)
+
+
+def _allocs(s):
+    from looptune.tir.functor import find_stmts
+    return find_stmts(s, Allocate)
+
+
 def test_compaction_keeps_an_accumulator_outside_its_accumulation_loop():
     """acc[i] accumulates over k, and every access sits inside loop k: reallocating it per
     iteration of k would lose the sum, so it must live in loop i."""

@@ -23,6 +23,14 @@ CUDA (gpu/, in this order):
   with one thread tag share the hardware index); the epilogue is applied as each thread
   writes its tile back. Smaller tiles for small extents and while there are fewer thread
   blocks than multiprocessors; a short i gives its threads to j.
+- gpu-conv: one reduction with data reuse that reads an input through a window
+  (convolutions, NCHW or NHWC, depthwise, strided, dilated, with an elementwise epilogue).
+  A thread per output pixel (threads along x, then y, then output channels, up to 256),
+  each accumulating 4 output channels in registers from every input value it loads; the
+  input channels in steps of up to 8, over which the padded input window is computed
+  straight into shared memory (the padding stage is not inlined but computed tile by tile)
+  and the weights are staged there, both fetched cooperatively. Smaller tiles while there
+  are fewer thread blocks than multiprocessors.
 - gpu-reduction: a single streaming reduction (some input read once per point of the
   iteration domain: row sum / max / mean, a (N, K) matrix times a vector) that is at least
   a warp long or longer than its number of rows. A thread block per row (several rows per
@@ -39,9 +47,9 @@ CUDA (gpu/, in this order):
   stage's loops fused and split by 256 threads (the extent itself when smaller; a tail is
   guarded).
 - gpu-fallback: anything: each stage's leading spatial loops fused and bound to
-  blockIdx.x / threadIdx.x, its reduction loops serial in each thread (convolution,
-  pooling, short reductions over many rows, reductions over a strided axis with many
-  outputs, which a thread per output reads coalesced).
+  blockIdx.x / threadIdx.x, its reduction loops serial in each thread, accumulating in a
+  register (pooling, short reductions over many rows, reductions over a strided axis with
+  many outputs, which a thread per output reads coalesced).
 
 Every GPU rule binds whatever stage it did not schedule itself as the fallback does, so each
 loop nest of the result is bound to blockIdx / threadIdx.

@@ -11,7 +11,7 @@ from ..tir.func import PrimFunc
 # the last always applies)
 DEFAULT_RULES = {
     "cpu": ("cpu-default",),
-    "cuda": ("gpu-matmul", "gpu-reduction", "gpu-general-reduction", "gpu-elementwise",
+    "cuda": ("gpu-matmul", "gpu-conv", "gpu-reduction", "gpu-general-reduction", "gpu-elementwise",
              "gpu-fallback"),
 }
 

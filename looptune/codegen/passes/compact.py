@@ -12,9 +12,9 @@ import dataclasses
 
 from ...tir.arith import Simplifier, const_extent, eval_bound
 from ...tir.arith.simplify import Affine
-from ...tir.expr import BufferLoad, Var, binary, const
+from ...tir.expr import BufferLoad, IntImm, Var, binary, const
 from ...tir.func import PrimFunc
-from ...tir.functor import map_children, stmt_children, transform, uses_var, visit
+from ...tir.functor import map_children, node_fields, stmt_children, transform, uses_var, visit
 from ...tir.stmt import Allocate, BlockRealize, BufferStore, Comment, For, IfThenElse, seq
 
 
@@ -70,32 +70,91 @@ def compact_buffers(func: PrimFunc, accumulation: dict | None = None, *,
 
 
 def _collect(body, targets: set) -> dict:
-    """{buffer: [(indices, loops enclosing the access, is a read-modify-write store)]}."""
+    """{buffer: [(indices, loops enclosing the access, is a read-modify-write store,
+    conditions it runs under)]}."""
     out: dict = {}
 
-    def expr_loads(e, loops):
+    def expr_loads(e, loops, conds):
         def fn(n):
             if isinstance(n, BufferLoad) and n.buffer in targets:
-                out.setdefault(n.buffer, []).append((n.indices, loops, False))
+                out.setdefault(n.buffer, []).append((n.indices, loops, False, conds))
         visit(e, fn)
 
-    def walk(s, loops):
+    def walk(s, loops, conds):
         if isinstance(s, For):
             loops = loops + (s,)
         elif isinstance(s, IfThenElse):
-            expr_loads(s.cond, loops)
+            expr_loads(s.cond, loops, conds)
+            walk(s.then_case, loops, conds + (s.cond,))
+            if s.else_case is not None:
+                walk(s.else_case, loops, conds)
+            return
         elif isinstance(s, BufferStore):
             if s.buffer in targets:
                 rmw = _reads_itself(s)
-                out.setdefault(s.buffer, []).append((s.indices, loops, rmw))
-            expr_loads(s.value, loops)
+                out.setdefault(s.buffer, []).append((s.indices, loops, rmw, conds))
+            expr_loads(s.value, loops, conds)
             for i in s.indices:
-                expr_loads(i, loops)
+                expr_loads(i, loops, conds)
         for x in stmt_children(s):
-            walk(x, loops)
+            walk(x, loops, conds)
 
-    walk(body, ())
+    walk(body, (), ())
     return out
+
+
+def _upper_limits(conds) -> list:
+    """(expression, its largest value) for the conditions `e < c` / `e <= c` (c a constant)
+    among `conds`, split at `and`: the guard of a split that does not divide its loop, such
+    as `fused_0 * 256 + fused_1 < 600`."""
+    out = []
+    stack = list(conds)
+    while stack:
+        c = stack.pop()
+        op = getattr(c, "op", None)
+        if op == "and":
+            stack += [c.a, c.b]
+        elif op in ("<", "<=") and isinstance(c.b, IntImm):
+            out.append((c.a, c.b.value - (op == "<")))
+    return out
+
+
+def _same(a, b) -> bool:
+    """Are two expressions the same, variable for variable (not up to renaming)?"""
+    if a is b:
+        return True
+    if type(a) is not type(b) or isinstance(a, Var):
+        return False
+    if not hasattr(a, "__dataclass_fields__"):
+        return a == b
+    for name in node_fields(type(a)):
+        x, y = getattr(a, name), getattr(b, name)
+        if isinstance(x, tuple):
+            if not isinstance(y, tuple) or len(x) != len(y) or \
+                    not all(_same(p, q) for p, q in zip(x, y)):
+                return False
+        elif not _same(x, y):
+            return False
+    return True
+
+
+def _within_guards(idx, conds, relax: dict, dom: dict, vector=frozenset()):
+    """`idx` with each subexpression that a guard limits (`e` of `e < c`) replaced by a
+    fresh variable ranging over [min e, c - 1], added to `relax`: the index of a copy whose
+    fused loop over-covers its tile is then bounded by the tile, not by the loop. Guards on
+    `vector` loop variables are left out (a vectorized access may read every lane)."""
+    for k, (e, top) in enumerate(_upper_limits(conds)):
+        if not uses_var(e, relax) or uses_var(e, vector):
+            continue
+        b = eval_bound(e, relax, dom)
+        if b is None or not isinstance(b[0], IntImm) or b[0].value > top:
+            continue
+        v = Var(f"guarded{k}", e.dtype)
+        new = transform(idx, lambda n, e=e, v=v: v if _same(n, e) else n)
+        if new is not idx:
+            idx = new
+            relax[v] = (b[0].value, top)
+    return idx
 
 
 def _reads_itself(s: BufferStore) -> bool:
@@ -149,12 +208,12 @@ def _plan(buf, accesses, acc_vars, *, gpu: bool = False):
     if not accesses:
         return None
     common = list(accesses[0][1])
-    for _, loops, _ in accesses[1:]:
+    for _, loops, _, _ in accesses[1:]:
         n = 0
         while n < min(len(common), len(loops)) and common[n] is loops[n]:
             n += 1
         common = common[:n]
-    for indices, loops, rmw in accesses:
+    for indices, loops, rmw, _ in accesses:
         if acc_vars is not None:
             depth = next((d for d, lp in enumerate(loops) if lp.loop_var in acc_vars), len(loops))
             common = common[:depth]
@@ -174,12 +233,15 @@ def _plan(buf, accesses, acc_vars, *, gpu: bool = False):
         return _shrink(buf, common, [(lo, None, ext) for lo, ext in fast], scope)
     simp = Simplifier(outer)
     bounds = None
-    for indices, loops, _ in accesses:
+    for indices, loops, _, conds in accesses:
         relax = _dom([lp for lp in loops[:len(common)] if lp.loop_var in relaxed_outer]
                      + list(loops[len(common):]))
         dom = _dom(loops)
         cur = []
         for idx in indices:
+            if conds:
+                vector = {lp.loop_var for lp in loops if lp.kind == "vectorized"}
+                idx = _within_guards(idx, conds, relax, dom, vector)
             b = eval_bound(idx, relax, dom)
             if b is None:
                 return None
@@ -199,7 +261,7 @@ def _affine_regions(accesses, n_common: int, ndim: int, relaxed_outer=frozenset(
     terms' ranges - no symbolic bound analysis needed. [(offset expr, extent)] per dimension,
     or None to take the general path."""
     per_dim = [None] * ndim  # (outer terms key, outer Affine, lo const, hi const)
-    for indices, loops, _ in accesses:
+    for indices, loops, _, _ in accesses:
         if len(indices) != ndim:
             return None
         relaxed = {lp.loop_var: lp.extent for lp in loops[n_common:]}

@@ -119,8 +119,8 @@ def bind_unit(sch, block_or_loop, axis: str):
 def bind_block(sch, block, target) -> None:
     """The fallback of one root stage: its leading spatial loops (spatial loops first where
     they can be moved there) fused and split over blockIdx.x / threadIdx.x; what is inside
-    (a reduction) stays serial in each thread. A stage without spatial loops runs in one
-    thread."""
+    (a reduction) stays serial in each thread, accumulating in a register. A stage without
+    spatial loops runs in one thread."""
     loops, kinds = sch.get_loops(block), loop_kinds(sch, block)
     if "R" in kinds and "O" not in kinds:
         spatial = [lp for lp, k in zip(loops, kinds) if k == "S"]
@@ -144,6 +144,18 @@ def bind_block(sch, block, target) -> None:
     sch.bind(tx, "threadIdx.x")
 
 
+def accumulate_locally(sch, block) -> None:
+    """A reduction bound a thread per output: each thread's sum in a register, written to
+    global memory once, after its reduction loops."""
+    if not is_reduction(sch.get(block)) or len(sch.get(block).writes) != 1:
+        return
+    loops = [lp for lp in sch.get_loops(block) if sch.get(lp).kind == "thread_binding"
+             and sch.get(lp).thread == "threadIdx.x"]
+    if loops:
+        local = sch.cache_write(block, 0, "local")
+        sch.reverse_compute_at(local, loops[-1])
+
+
 def attempt(sch, steps, *args):
     """steps(copy, *args) on a copy of `sch`: the copy where every step applied, else `sch`
     as it was. Handles of `sch` stay valid in the copy."""
@@ -161,7 +173,9 @@ def bind_rest(sch, target):
     for name in block_names(sch):
         if not is_bound(sch, name):
             bound = attempt(sch, lambda s: bind_block(s, s.get_block(name), target))
-            if bound is sch:
+            if bound is not sch:
+                bound = attempt(bound, lambda s: accumulate_locally(s, s.get_block(name)))
+            else:
                 bound = attempt(sch, lambda s: one_thread(s, s.get_block(name)))
             sch = bound
     return sch

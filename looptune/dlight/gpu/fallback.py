@@ -1,7 +1,7 @@
 """gpu-fallback: any function. Each stage (after inlining) gets its leading spatial loops
 fused and split over blockIdx.x / threadIdx.x, a thread per output element; reduction loops
-stay serial in each thread (convolution, pooling, short reductions over many rows). A stage
-whose loops cannot be fused runs in one thread."""
+stay serial in each thread, accumulating in a register (pooling, short reductions over many
+rows; convolutions have gpu-conv). A stage whose loops cannot be fused runs in one thread."""
 from __future__ import annotations
 
 from ..base import Rule
