@@ -11,6 +11,9 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -271,6 +274,58 @@ def test_a_thread_per_output_fallback_accumulates_in_a_register():
     func, *_ = _case("max_pool2d")
     scopes = {b.name: b.scope for b in default_schedule(func, CUDA).func.root.alloc_buffers}
     assert "local" in scopes.values()
+
+
+def test_large_matmuls_get_virtual_threads_and_a_padded_tile():
+    """4096^3: 128 x 128 blocks of 16 x 16 threads, each 2 x 2 virtual threads of 4 x 4
+    outputs (64 accumulators), A's tile rows padded to 17; checked on a small scale (the
+    same rule with 4 x 4 threads of 2 x 2) against numpy."""
+    from looptune.codegen.gpu import lower_gpu
+    from looptune.dlight.gpu import Matmul
+    tensors, _ = _op("matmul", M=4096, N=4096, K=4096)
+    sch = default_schedule(te.create_prim_func(tensors), CUDA)
+    (kernel,) = lower_gpu(sch.func, CUDA, vectorize=False).kernels
+    assert kernel.grid == (1024, 1, 1) and kernel.block == (256, 1, 1)
+    local = [b for b in find_stmts(kernel.body, _alloc_type()) if b.buffer.scope == "local"]
+    assert [b.buffer.size for b in local] == [64]
+    a_shared = {b.name: b for b in kernel.shared}["A_shared"]
+    assert a_shared.size == 127 * 17 + 16  # 128 rows of 16, each padded to 17
+    tensors, ref = _op("matmul", M=64, N=32, K=12)
+    func = te.create_prim_func(tensors)
+    rule, small = apply_rules(func, ONE_SM, rules=[Matmul(threads=4, per_thread=2)])
+    assert any(lp.thread == "vthread.x" for lp in find_stmts(small.func.body, For)
+               if lp.kind == "thread_binding")
+    ins = _inputs(tensors)
+    out = np.full(tensors[-1].shape, np.nan, "float32")
+    interpreter.run(small.func, *ins, out)
+    np.testing.assert_allclose(out, ref(*ins), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("name,shape", [
+    ("matmul", dict(M=4096, N=4096, K=4096)),
+    ("conv2d", dict(N=8, C=64, H=56, W=56, K=64, R=3, S=3, stride=1, pad=1, dilation=1)),
+    ("conv2d_nhwc", dict(N=1, C=64, H=56, W=56, K=64, R=3, S=3, stride=1, pad=1, dilation=1)),
+    ("softmax", dict(M=4096, N=4096)), ("layer_norm", dict(M=8192, N=1024))])
+def test_default_kernels_at_full_size_keep_their_tiles_in_registers(name, shape, tmp_path):
+    """ptxas on the default schedules of the benchmark's shapes: no stack frame, no spills
+    (a register tile indexed at run time would live in local memory)."""
+    from looptune.codegen.cuda import render_cuda
+    from looptune.codegen.gpu import lower_gpu
+    tensors, _ = _op(name, **shape)
+    sch = default_schedule(te.create_prim_func(tensors), CUDA)
+    src = tmp_path / "k.cu"
+    src.write_text(render_cuda(lower_gpu(sch.func, CUDA)))
+    out = subprocess.run(["nvcc", "-arch=sm_80", "-cubin", "-Xptxas", "-v", "-o",
+                          str(tmp_path / "k.cubin"), str(src)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores", out.stderr)
+    assert frames and all(f == ("0", "0") for f in frames), out.stderr
+
+
+def _alloc_type():
+    from looptune.tir.stmt import Allocate
+    return Allocate
 
 
 def test_a_short_dimension_gives_its_threads_to_the_other():

@@ -21,7 +21,9 @@ CUDA (gpu/, in this order):
   input's tile is staged in shared memory, fetched cooperatively by all the block's threads
   (the copy's loops fused and spread over the same threadIdx.x as the computation: loops
   with one thread tag share the hardware index); the epilogue is applied as each thread
-  writes its tile back. Smaller tiles for small extents and while there are fewer thread
+  writes its tile back. Large matrices (enough 128 x 128 tiles for twice the
+  multiprocessors) get 2 x 2 virtual threads: 8 x 8 outputs a thread, A's tile rows padded
+  against bank conflicts. Smaller tiles for small extents and while there are fewer thread
   blocks than multiprocessors; a short i gives its threads to j.
 - gpu-conv: one reduction with data reuse that reads an input through a window
   (convolutions, NCHW or NHWC, depthwise, strided, dilated, with an elementwise epilogue).

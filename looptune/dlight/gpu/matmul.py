@@ -10,11 +10,15 @@ with an elementwise epilogue.
         C[..] = epilogue(C_local[iv, jv])
 
 Each thread's vi x vj outputs are contiguous (the register tile is one dense region, which
-its write-back needs). Sizes follow the shape: up to 16 x 16 threads of 4 x 4 outputs and
-kt = 16 (a divisor of the reduction between 8 and 16 where there is one); fewer for small
-extents, more threads along j when i is short (a matrix-vector product), smaller tiles while
-there are fewer thread blocks than multiprocessors; kt halves until the tiles fit in shared
-memory. The copies into shared memory are fused and spread over the
+its write-back needs). Large matrices get two virtual threads along i and j: a thread
+accumulates 2 x 2 tiles of 4 x 4, half a block tile apart (128 x 128 per block), 64 fused
+multiply-adds for every 16 values it reads from shared memory, twice the 4 x 4 tile's
+ratio; the rows of A's tile are then padded by one element so that the two rows a warp
+reads at once sit in different banks. Sizes follow the shape: up to 16 x 16 threads of
+4 x 4 outputs and kt = 16 (a divisor of the reduction between 8 and 16 where there is one);
+fewer for small extents, more threads along j when i is short (a matrix-vector product),
+smaller tiles while there are fewer thread blocks than multiprocessors; kt halves until the
+tiles fit in shared memory. The copies into shared memory are fused and spread over the
 same threadIdx.x (loops with one thread tag share the hardware index), so the block fetches
 each tile once."""
 from __future__ import annotations
@@ -32,10 +36,14 @@ from .common import (attempt, bind_rest, extents, fuse, is_reduction, max_thread
 @Rule.registry.register("gpu-matmul")
 class Matmul(Rule):
     """threads: the most threads along i (and along j, unless i is short); per_thread: the
-    most outputs a thread accumulates along i and along j; k_tile: the reduction step."""
+    most outputs a thread accumulates along i and along j; k_tile: the reduction step;
+    virtual: virtual threads along i and j for large matrices (per_thread x virtual outputs
+    a thread along each)."""
 
-    def __init__(self, *, threads: int = 16, per_thread: int = 4, k_tile: int = 16):
+    def __init__(self, *, threads: int = 16, per_thread: int = 4, k_tile: int = 16,
+                 virtual: int = 2):
         self.threads, self.per_thread, self.k_tile = threads, per_thread, k_tile
+        self.virtual = virtual
 
     def apply(self, func_or_sch, target):
         sch = prepare(func_or_sch)
@@ -62,20 +70,31 @@ class Matmul(Rule):
         tj, vj = _tile(n_j, j_cap, self.per_thread)
         ti, vi, tj, vj = _enough_blocks((ti, vi, tj, vj), (n_i, n_j), extents(sch, batch),
                                         target.cores, target.warp_size)
+        # large tiles: two virtual threads along i and j (8 x 8 outputs a thread, as 2 x 2
+        # tiles of 4 x 4 a block-tile half apart), when the blocks still fill the GPU
+        wi = wj = 1
+        if i is not None and self.virtual > 1 and vi == vj == self.per_thread and \
+                _blocks((ti * vi * self.virtual, tj * vj * self.virtual), (n_i, n_j),
+                        extents(sch, batch)) >= 2 * target.cores and \
+                n_i % (ti * vi * self.virtual) == 0 and n_j % (tj * vj * self.virtual) == 0:
+            wi = wj = self.virtual
         kt = _k_step(sch.get(k).extent, self.k_tile)
-        while _shared_bytes(blk, ijk, (ti * vi, tj * vj, kt)) > \
+        while _shared_bytes(blk, ijk, (ti * vi * wi, tj * vj * wj, kt)) > \
                 target.max_shared_memory_per_block and kt > 1:
             kt //= 2
         # tiles
         if i is not None:
-            io, it, iv = sch.split(i, [None, ti, vi])
-        jo, jt, jv = sch.split(j, [None, tj, vj])
+            io, iw, it, iv = sch.split(i, [None, wi, ti, vi])
+        jo, jw, jt, jv = sch.split(j, [None, wj, tj, vj])
         ko, ki = sch.split(k, [None, kt])
         outer = [*batch, *([io] if i is not None else []), jo]
+        virtual = [*([iw] if i is not None else []), jw]
         threads = [*([it] if i is not None else []), jt]
         inner = [*([iv] if i is not None else []), jv]
-        sch.reorder(*outer, *threads, ko, ki, *inner)
+        sch.reorder(*outer, *virtual, *threads, ko, ki, *inner)
         sch.bind(fuse(sch, outer), "blockIdx.x")
+        if wi * wj > 1:
+            sch.bind(fuse(sch, virtual), "vthread.x")
         tx = fuse(sch, threads)
         sch.bind(tx, "threadIdx.x")
         # every input's tile of a reduction step in shared memory, fetched by all threads
@@ -87,6 +106,11 @@ class Matmul(Rule):
             if copy:
                 _, t = sch.split(fuse(sch, copy), [None, ti * tj])
                 sch.bind(t, "threadIdx.x")
+            if wi > 1 and _rows_along_k(blk.reads[index], ijk[2]):
+                # a tile read across its rows (A[i, k]: the threads of a warp read rows
+                # 4 apart): rows padded by one element, so those rows fall in other banks
+                ok(sch.storage_align, cache, 0, len(blk.reads[index].region) - 2, 32,
+                   (kt + 1) % 32)
         # the accumulators in registers, written back (through the epilogue) by their thread
         local = sch.cache_write(b, 0, "local")
         sch.reverse_compute_at(local, tx)
@@ -97,6 +121,16 @@ class Matmul(Rule):
             if is_elementwise(sch.get(c)) and not ok(sch.reverse_compute_inline, c):
                 sch = attempt(sch, lambda s: s.reverse_compute_at(c, tx))
         return bind_rest(sch, target)
+
+
+def _blocks(tile, shape, batch) -> int:
+    return prod(batch) * -(-shape[0] // tile[0]) * -(-shape[1] // tile[1])
+
+
+def _rows_along_k(read, k) -> bool:
+    """Is the read's last (contiguous) index the reduction variable, with a dimension
+    before it (A[i, k])?"""
+    return len(read.region) >= 2 and read.region[-1][0] is k
 
 
 def _plain(block) -> bool:
