@@ -286,3 +286,55 @@ def test_xgb_starts_from_the_prior_and_the_trees_take_over_when_they_rank_better
     model.update(cands[:60], results(secs[:60]))
     assert model.blend > 0
     assert kendall_tau(model.predict(cands[60:]), secs[60:]) > 0.4
+
+
+# ------------------------------------------------------------------------------ GPU prior
+def _gpu_cycles(sch, target):
+    from looptune.tune.cost_model.prior import gpu_estimated_cycles
+    (rows,) = extract([sch], target)
+    return gpu_estimated_cycles(rows, target.cores)
+
+
+def _copy(threads_along: str, threads: int = 32):
+    """B[i, j] = A[i, j] (256 x 256), a thread per element, consecutive threads along j
+    (reading consecutive elements) or along i (256 elements apart)."""
+    from looptune import Schedule
+    a = te.placeholder((256, 256), name="A")
+    b = te.compute((256, 256), lambda i, j: a[i, j] * 2.0, name="B")
+    sch = Schedule(te.create_prim_func([a, b]))
+    i, j = sch.get_loops(sch.get_block("B"))
+    if threads_along == "i":
+        sch.reorder(j, i)
+        i, j = j, i
+    o, t = sch.split(j, [None, threads])
+    sch.bind(sch.fuse(i, o), "blockIdx.x")
+    sch.bind(t, "threadIdx.x")
+    return sch
+
+
+def test_gpu_prior_orders_the_obvious_cases():
+    from looptune.dlight import apply_rules, default_schedule
+    from looptune.target import cuda_target
+    gpu = cuda_target("sm_80")
+    func = te.create_prim_func(ops.workload("matmul", M=512, N=512, K=512)[0])
+    tiled = _gpu_cycles(default_schedule(func, gpu), gpu)
+    per_output = _gpu_cycles(apply_rules(func, gpu, rules=["gpu-fallback"])[1], gpu)
+    # shared tiles and register tiles beat a thread per output reading global memory
+    assert tiled * 3 < per_output
+    # coalesced beats strided; whole warps beat blocks of 8 threads
+    assert _gpu_cycles(_copy("j"), gpu) * 4 < _gpu_cycles(_copy("i"), gpu)
+    assert _gpu_cycles(_copy("j", 32), gpu) * 2 < _gpu_cycles(_copy("j", 8), gpu)
+
+
+def test_a_model_made_without_a_target_takes_the_tasks():
+    from looptune.target import cuda_target
+    from looptune.tune.search_strategy.evolutionary import EvolutionarySearch
+    gpu = cuda_target("sm_80")
+    func = te.create_prim_func(ops.workload("matmul", M=64, N=64, K=64)[0])
+    strategy = EvolutionarySearch(cost_model="xgb")
+    TuneContext(func, target=gpu, search_strategy=strategy, seed=0)
+    assert strategy.cost_model.target is gpu
+    kept = XGBModel(target=Target.create("cpu"))
+    strategy = EvolutionarySearch(cost_model=kept)
+    TuneContext(func, target=gpu, search_strategy=strategy, seed=0)
+    assert kept.target.kind == "cpu"

@@ -31,6 +31,7 @@ class CostModel:
         against; `extractor` is a FeatureExtractor or its registered name."""
         from ...target import Target
         self.target = Target.create("cpu" if target is None else target)
+        self._target_given = target is not None
         self.extractor = FeatureExtractor.create(extractor)
         self._feats: list = []     # one (rows, FEATURE_WIDTH) array per labelled candidate
         self._groups: list = []    # workload key of each
@@ -72,9 +73,20 @@ class CostModel:
             return self.prior(feats)
         return np.asarray(self._predict(feats), dtype=np.float64)
 
+    def use_target(self, target) -> None:
+        """Tune on `target` (a search strategy calls this with its task's): a model created
+        without a target takes it, so its features and prior are the GPU's on a cuda task;
+        one given a target keeps it."""
+        if not self._target_given:
+            from ...target import Target
+            self.target = Target.create(target)
+            self._target_given = True
+
     def prior(self, feats: list) -> np.ndarray:
         """The analytic prior's scores (-log estimated cycles) of feature rows."""
-        from .prior import prior_scores
+        from .prior import gpu_prior_scores, prior_scores
+        if self.target.kind == "cuda":
+            return gpu_prior_scores(feats, self.target.cores)
         return prior_scores(feats, self.target.vector_lanes_f32)
 
     def features(self, candidates) -> list:

@@ -73,3 +73,71 @@ def prior_scores(feats: list, lanes: int) -> np.ndarray:
     """-log(estimated cycles) per candidate: higher = predicted faster, on the scale of the
     log-throughput labels (up to a constant per workload)."""
     return np.array([-np.log(estimated_cycles(f, lanes)) for f in feats], dtype=np.float64)
+
+
+# ------------------------------------------------------------------------------ GPUs
+WARP = 32
+LANES_PER_SM = 128        # float32 FMA lanes of one multiprocessor (Ampere, Hopper)
+SHARED_BYTES_PER_SM = 128  # shared-memory bytes one multiprocessor serves per cycle
+CACHE_BYTES_PER_SM = 32   # L1/L2 bytes per cycle per multiprocessor for global accesses
+BUSY_THREADS_PER_SM = 512  # resident threads a multiprocessor needs to hide latency
+SECTOR_ELEMS = 8          # 4-byte elements per 32-byte memory sector
+
+
+@lru_cache(maxsize=None)
+def _gpu_columns() -> dict:
+    ix = {n: i for i, n in enumerate(feature_names())}
+    slot = {name: [ix[f"buf{k}.{name}"] for k in range(ACCESS_SLOTS)]
+            for name in ("shared", "local", "bytes", "thread_stride")}
+    return dict(log=LOG_COLUMNS, ix=ix, slot=slot,
+                ops=[ix[n] for n in ("float_mad", "float_addsub", "float_mul", "float_div",
+                                     "float_minmax", "float_math", "select")])
+
+
+def gpu_estimated_cycles(rows: np.ndarray, sms: int) -> float:
+    """A rough cycle count of one GPU candidate: per store, the largest of its arithmetic
+    (float instructions; loads and address arithmetic overlap them), shared-memory and
+    global-memory work, each spread over the lanes the launch keeps busy
+    (blocks x threads, up to BUSY_THREADS_PER_SM per multiprocessor; a block that is not
+    whole warps wastes the rest of its last warp), global accesses costing more the further
+    apart a warp's lanes read (stride along threadIdx.x: 1 fills a 32-byte sector, 8 or more
+    takes a sector per lane), and a register tile loading each operand once per step of its
+    reduction. A store outside any thread loop runs on one lane."""
+    if not len(rows):
+        return 1.0
+    c = _gpu_columns()
+    ix = c["ix"]
+    f = rows.astype(np.float64)
+    f = np.where(c["log"], np.exp2(f) - 1.0, f)
+    trip = f[:, ix["trip"]]
+    threads = np.maximum(f[:, ix["gpu_threads"]], 1.0)
+    blocks = np.maximum(f[:, ix["gpu_blocks"]], 1.0)
+    warp_use = threads / (WARP * np.ceil(threads / WARP))
+    busy = np.minimum(blocks * threads / (sms * BUSY_THREADS_PER_SM), 1.0) * warp_use
+    busy = np.where(f[:, ix["gpu_threads"]] > 0, busy, 1.0 / (sms * LANES_PER_SM))
+    compute = f[:, c["ops"]].sum(axis=1) / (sms * LANES_PER_SM * busy)
+    # bytes read and written per buffer; a register tile (the loops inside the innermost
+    # reduction loop) loads each operand once per step and reuses it from registers
+    nbytes = f[:, c["slot"]["bytes"]].copy()
+    micro = (f[:, ix["num_reduce_loops"]] > 0) & (f[:, ix["float_mad"]] > 0) \
+        & (f[:, ix["rb_elems"]] > 1)
+    steps = trip / np.maximum(f[:, ix["rb_elems"]], 1.0)
+    reads = 1.0 - f[:, c["slot"]["local"]]
+    per_elem = nbytes / np.maximum(trip, 1.0)[:, None]
+    tiled = steps[:, None] * f[:, ix["rb_load_vectors"]][:, None] * per_elem \
+        / np.maximum(reads.sum(axis=1), 1.0)[:, None]
+    nbytes = np.where(micro[:, None] & (reads > 0), np.minimum(nbytes, tiled), nbytes)
+    shared_bytes = (nbytes * f[:, c["slot"]["shared"]]).sum(axis=1)
+    shared = shared_bytes / (sms * SHARED_BYTES_PER_SM * busy)
+    is_global = (1.0 - f[:, c["slot"]["shared"]]) * (1.0 - f[:, c["slot"]["local"]])
+    stride = f[:, c["slot"]["thread_stride"]]
+    spread = np.where(stride > 0, np.minimum(stride, SECTOR_ELEMS), 1.0 / WARP)
+    global_bytes = (nbytes * is_global * spread).sum(axis=1)
+    memory = global_bytes / (sms * CACHE_BYTES_PER_SM * busy)
+    work = np.maximum(np.maximum(compute, shared), memory)
+    return float(max(work.sum(), 1.0))
+
+
+def gpu_prior_scores(feats: list, sms: int) -> np.ndarray:
+    """prior_scores for a GPU of `sms` multiprocessors."""
+    return np.array([-np.log(gpu_estimated_cycles(f, sms)) for f in feats], dtype=np.float64)

@@ -42,6 +42,7 @@ class EvolutionarySearch(SearchStrategy):
 
     def initialize_with_tune_context(self, context) -> None:
         super().initialize_with_tune_context(context)
+        self.cost_model.use_target(context.target)
         probs = self.mutator_probs
         if probs is None:
             probs = default_mutators(context.target)
