@@ -233,16 +233,20 @@ def _runner(graph: Graph, groups: list, kernels: dict):
         *calls[len(timed):],
         "  return rc;",
         "}", ""])
-    desc = {
+    return source, blob, model_description(graph, groups, kernels, plan)
+
+
+def model_description(graph: Graph, groups: list, kernels: dict, plan: MemoryPlan) -> dict:
+    """The JSON-ready description of a compiled model's interface, kernels and memory."""
+    return {
         "inputs": [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype}
                    for v in graph.inputs],
         "outputs": [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype}
                     for v in graph.outputs],
         "kernels": len(groups),
         "steps": [{"kernel": kernels[id(g)][0], "output": g.output.name} for g in groups],
-        "arena_bytes": arena_bytes, "weights_bytes": len(blob),
+        "arena_bytes": plan.arena_bytes, "weights_bytes": len(plan.blob),
     }
-    return source, blob, desc
 
 
 def _nbytes(v) -> int:

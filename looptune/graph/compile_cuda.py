@@ -20,7 +20,7 @@ def compile_model_cuda(graph, groups, tasks, database, target, *, check: bool):
     from ..build import build
     from ..dlight import default_schedule
     from ..schedule import Schedule
-    from .compile import plan_memory
+    from .compile import model_description, plan_memory
 
     modules, kernels, task_info = {}, {}, []
     for task in tasks:
@@ -46,13 +46,7 @@ def compile_model_cuda(graph, groups, tasks, database, target, *, check: bool):
                           "record_ms": None if record is None else record.median_secs * 1e3})
     plan = plan_memory(graph, groups, kernels)
     desc = {"name": graph.name, "target": target.key(), "tasks": task_info,
-            "inputs": [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype}
-                       for v in graph.inputs],
-            "outputs": [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype}
-                        for v in graph.outputs],
-            "kernels": len(groups),
-            "steps": [{"kernel": kernels[id(g)][0], "output": g.output.name} for g in groups],
-            "arena_bytes": plan.arena_bytes, "weights_bytes": len(plan.blob)}
+            **model_description(graph, groups, kernels, plan)}
     return CudaModel(graph, [(modules[id(g)], kernels[id(g)][1]) for g in groups], plan, desc)
 
 

@@ -192,3 +192,32 @@ def one_thread(sch, block) -> None:
 
 def volume(sch, loops) -> int:
     return prod(extents(sch, loops))
+
+
+def stage_in_shared(sch, cache, loop, threads: int) -> None:
+    """Compute the copy block `cache` (a shared-memory tile) once per iteration of `loop`,
+    its loops fused and spread over the block's `threads` threads (the same threadIdx.x as
+    the computation: loops with one thread tag share the hardware index)."""
+    sch.compute_at(cache, loop)
+    var = sch.get(loop).loop_var
+    depth = [lp.loop_var for lp in sch.state.loops_of(sch.get(cache).name)].index(var) + 1
+    copy = sch.get_loops(cache)[depth:]
+    if copy:
+        _, t = sch.split(fuse(sch, copy), [None, threads])
+        sch.bind(t, "threadIdx.x")
+
+
+def accumulate_in_registers(sch, block, thread_loop, step_loop, inner: list):
+    """The block's results accumulated in a local (register) tile, initialised before
+    `step_loop`, written back (through an elementwise epilogue where there is one) by each
+    thread after it; `inner` (the register tile's loops) unrolled. Returns the schedule."""
+    local = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(local, thread_loop)
+    ok(sch.decompose_reduction, block, step_loop)
+    for lp in inner:
+        ok(sch.unroll, lp)
+    for c in sch.get_consumers(local):
+        if is_elementwise(sch.get(c)) and not ok(sch.reverse_compute_inline, c):
+            sch = attempt(sch, lambda s: s.reverse_compute_at(c, thread_loop))
+    return sch
+

@@ -22,8 +22,9 @@ from math import prod
 
 from ...tir.expr import IntImm, Var
 from ...tune.schedule_rule.analysis import has_reuse, is_elementwise, loop_kinds
-from ..base import Rule, block_names, extent, ok, start, try_
-from .common import attempt, bind_rest, fuse, is_reduction, max_threads
+from ..base import Rule, block_names, extent, start, try_
+from .common import (accumulate_in_registers, bind_rest, fuse, is_reduction, max_threads,
+                     stage_in_shared)
 
 
 @Rule.registry.register("gpu-conv")
@@ -82,21 +83,8 @@ class Conv(Rule):
                 sch.set_scope(cache, 0, "shared")
             else:
                 cache = sch.cache_read(b, index, "shared")
-            sch.compute_at(cache, ko)
-            depth = [lp.loop_var for lp in sch.state.loops_of(sch.get(cache).name)].index(
-                sch.get(ko).loop_var) + 1
-            copy = sch.get_loops(cache)[depth:]
-            if copy:
-                _, t = sch.split(fuse(sch, copy), [None, n_threads])
-                sch.bind(t, "threadIdx.x")
-        local = sch.cache_write(b, 0, "local")
-        sch.reverse_compute_at(local, tx)
-        ok(sch.decompose_reduction, b, ko)
-        for lp in regs:
-            ok(sch.unroll, lp)
-        for c in sch.get_consumers(local):
-            if is_elementwise(sch.get(c)) and not ok(sch.reverse_compute_inline, c):
-                sch = attempt(sch, lambda s: s.reverse_compute_at(c, tx))
+            stage_in_shared(sch, cache, ko, n_threads)
+        sch = accumulate_in_registers(sch, b, tx, ko, regs)
         return bind_rest(sch, target)
 
 

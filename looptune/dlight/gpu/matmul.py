@@ -27,10 +27,11 @@ from math import prod
 
 from ...tir import dtype as dt
 from ...tir.expr import IntImm, Var
-from ...tune.schedule_rule.analysis import is_elementwise, loop_kinds
+from ...tune.schedule_rule.analysis import loop_kinds
 from ..base import Rule, block_names, ok
-from .common import (attempt, bind_rest, extents, fuse, is_reduction, max_threads, pow2_ceil,
-                     prepare, reduces_along_rows, streaming)
+from .common import (accumulate_in_registers, bind_rest, extents, fuse, is_reduction,
+                     max_threads, pow2_ceil, prepare, reduces_along_rows, stage_in_shared,
+                     streaming)
 
 
 @Rule.registry.register("gpu-matmul")
@@ -100,26 +101,14 @@ class Matmul(Rule):
         # every input's tile of a reduction step in shared memory, fetched by all threads
         for index in range(len(blk.reads)):
             cache = sch.cache_read(b, index, "shared")
-            sch.compute_at(cache, ko)
-            depth = _depth(sch, cache, ko)
-            copy = sch.get_loops(cache)[depth:]
-            if copy:
-                _, t = sch.split(fuse(sch, copy), [None, ti * tj])
-                sch.bind(t, "threadIdx.x")
+            stage_in_shared(sch, cache, ko, ti * tj)
             if wi > 1 and _rows_along_k(blk.reads[index], ijk[2]):
                 # a tile read across its rows (A[i, k]: the threads of a warp read rows
                 # 4 apart): rows padded by one element, so those rows fall in other banks
                 ok(sch.storage_align, cache, 0, len(blk.reads[index].region) - 2, 32,
                    (kt + 1) % 32)
         # the accumulators in registers, written back (through the epilogue) by their thread
-        local = sch.cache_write(b, 0, "local")
-        sch.reverse_compute_at(local, tx)
-        ok(sch.decompose_reduction, b, ko)
-        for lp in inner:
-            ok(sch.unroll, lp)
-        for c in sch.get_consumers(local):
-            if is_elementwise(sch.get(c)) and not ok(sch.reverse_compute_inline, c):
-                sch = attempt(sch, lambda s: s.reverse_compute_at(c, tx))
+        sch = accumulate_in_registers(sch, b, tx, ko, inner)
         return bind_rest(sch, target)
 
 
@@ -222,9 +211,3 @@ def _k_step(n: int, most: int) -> int:
     if n <= most:
         return n
     return max((d for d in range(most // 2, most + 1) if n % d == 0), default=most)
-
-
-def _depth(sch, block, loop) -> int:
-    """How many loops enclose `block` down to `loop` included."""
-    var = sch.get(loop).loop_var
-    return [lp.loop_var for lp in sch.state.loops_of(sch.get(block).name)].index(var) + 1

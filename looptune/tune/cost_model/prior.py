@@ -38,9 +38,15 @@ def _columns() -> dict:
     ix = {n: i for i, n in enumerate(feature_names())}
     ops = [ix[n] for n in ("loads", "float_mad", "float_addsub", "float_mul", "select",
                            "float_minmax", "float_div", "float_math")]
-    return dict(log=LOG_COLUMNS, ix=ix, ops=ops,
+    return dict(ix=ix, ops=ops,
                 lines=[ix[f"buf{k}.lines"] for k in range(ACCESS_SLOTS)],
                 local=[ix[f"buf{k}.local"] for k in range(ACCESS_SLOTS)])
+
+
+def _decoded(rows: np.ndarray) -> np.ndarray:
+    """The feature rows with their log2(1 + x) columns back to x."""
+    f = rows.astype(np.float64)
+    return np.where(LOG_COLUMNS, np.exp2(f) - 1.0, f)
 
 
 def estimated_cycles(rows: np.ndarray, lanes: int) -> float:
@@ -49,8 +55,7 @@ def estimated_cycles(rows: np.ndarray, lanes: int) -> float:
         return 1.0
     c = _columns()
     ix = c["ix"]
-    f = rows.astype(np.float64)
-    f = np.where(c["log"], np.exp2(f) - 1.0, f)
+    f = _decoded(rows)
     trip = f[:, ix["trip"]]
     eff = np.array([v / vector_instructions(int(v), lanes) if v > 1 else 1.0
                     for v in np.rint(f[:, ix["vec_len"]]).astype(int)])
@@ -89,7 +94,7 @@ def _gpu_columns() -> dict:
     ix = {n: i for i, n in enumerate(feature_names())}
     slot = {name: [ix[f"buf{k}.{name}"] for k in range(ACCESS_SLOTS)]
             for name in ("shared", "local", "bytes", "thread_stride")}
-    return dict(log=LOG_COLUMNS, ix=ix, slot=slot,
+    return dict(ix=ix, slot=slot,
                 ops=[ix[n] for n in ("float_mad", "float_addsub", "float_mul", "float_div",
                                      "float_minmax", "float_math", "select")])
 
@@ -107,8 +112,7 @@ def gpu_estimated_cycles(rows: np.ndarray, sms: int) -> float:
         return 1.0
     c = _gpu_columns()
     ix = c["ix"]
-    f = rows.astype(np.float64)
-    f = np.where(c["log"], np.exp2(f) - 1.0, f)
+    f = _decoded(rows)
     trip = f[:, ix["trip"]]
     threads = np.maximum(f[:, ix["gpu_threads"]], 1.0)
     blocks = np.maximum(f[:, ix["gpu_blocks"]], 1.0)
