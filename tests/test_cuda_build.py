@@ -53,3 +53,30 @@ def test_the_reference_of_a_gpu_task_is_built_for_the_host():
     func, _, _ = gs.func_of("softmax", M=4, N=8)
     artifact, symbol = build_reference(Builder.create("cuda"), func, CUDA, "softmax")
     assert artifact.endswith(".so") and symbol.endswith("_kernel")
+
+
+@needs_compiler
+@pytest.mark.parametrize("name,shape", [
+    ("matmul", dict(M=1024, N=1024, K=512)),
+    ("conv2d", dict(N=1, C=32, H=28, W=28, K=64, R=3, S=3, stride=1, pad=1, dilation=1)),
+    ("softmax", dict(M=512, N=2048)),
+    ("layer_norm", dict(M=256, N=768)),
+    ("dense", dict(batch=64, in_features=512, out_features=256))])
+def test_sampled_candidates_of_the_cuda_design_space_compile(name, shape):
+    """What the tuner builds: random samples of the cuda design spaces (virtual threads
+    pushed down, warp-shuffle and shared-memory reductions, cooperative fetches, vector
+    copies) at realistic sizes, through the CUDA builder: every one compiles."""
+    from looptune import te
+    from looptune.te.ops import workload
+    from looptune.tune import TuneContext
+    from looptune.tune.search_strategy.replay_trace import sample_from
+    target = Target.create("cuda")
+    func = te.create_prim_func(workload(name, **shape)[0])
+    ctx = TuneContext(func, target=target, seed=0)
+    spaces = ctx.generate_design_space()
+    cands = [c for c in (sample_from(spaces[i % len(spaces)], ctx.func, i, ctx.postprocs)
+                         for i in range(10)) if c is not None][:4]
+    assert cands
+    results = Builder.create("cuda", max_workers=2).build(
+        [BuilderInput(c.sch.func, target, {}) for c in cands])
+    assert all(r.ok for r in results), [r.error_msg for r in results]
