@@ -15,8 +15,8 @@ from looptune.tune.measure import build_reference
 
 
 def _have_cuda_compiler() -> bool:
-    from looptune.runtime import cuda
-    return shutil.which("nvcc") is not None or cuda._nvrtc_version() is not None
+    from looptune.runtime.cuda_compile import _nvrtc_version
+    return shutil.which("nvcc") is not None or _nvrtc_version() is not None
 
 
 needs_compiler = pytest.mark.skipif(not _have_cuda_compiler(), reason="needs nvcc or NVRTC")

@@ -311,19 +311,20 @@ def test_kernel_args_are_pointers_to_the_values():
 
 def test_missing_cuda_python_is_a_clear_build_error(monkeypatch):
     import looptune.runtime.cuda as rc
+    import looptune.runtime.cuda_compile as cc
     for mod in ("cuda", "cuda.bindings", "cuda.bindings.driver", "cuda.bindings.nvrtc",
                 "cuda.cuda", "cuda.nvrtc"):
         monkeypatch.setitem(sys.modules, mod, None)
-    monkeypatch.setattr(rc, "_nvcc", lambda: None)
+    monkeypatch.setattr(cc, "_nvcc", lambda: None)
     rc._driver_state.cache_clear()
-    rc._nvrtc_version.cache_clear()
+    cc._nvrtc_version.cache_clear()
     try:
         assert rc.gpu_available()[0] is False
         with pytest.raises(BuildError, match=r"pip install 'looptune\[cuda\]'"):
             rc.compile_cuda("extern \"C\" __global__ void k() {}", arch="sm_80")
     finally:
         rc._driver_state.cache_clear()
-        rc._nvrtc_version.cache_clear()
+        cc._nvrtc_version.cache_clear()
 
 
 def test_build_without_a_gpu_is_a_clear_build_error(monkeypatch):
@@ -503,7 +504,8 @@ def test_nvcc_compiles_the_generated_cuda(name, tmp_path):
 
 def _nvrtc_or_skip():
     from looptune.runtime import cuda as rc
-    if rc._nvrtc_version() is None:
+    from looptune.runtime.cuda_compile import _nvrtc_version
+    if _nvrtc_version() is None:
         pytest.skip("NVRTC is not installed (pip install cuda-python nvidia-cuda-nvrtc)")
     return rc
 

@@ -53,6 +53,7 @@ class InterpretingDriver(FakeDriver):
 @pytest.fixture
 def simulated_gpu(monkeypatch, tmp_path):
     import looptune.runtime.cuda as rc
+    import looptune.runtime.cuda_compile as cc
     programs = {}
     real_compile_program = rc.compile_program
 
@@ -67,8 +68,8 @@ def simulated_gpu(monkeypatch, tmp_path):
         return path
 
     monkeypatch.setattr(rc, "compile_program", compile_program)
-    monkeypatch.setattr(rc, "compile_cuda", compile_cuda)
-    monkeypatch.setattr(rc, "cuda_compiler", lambda compiler="auto": ("fake", "fake 1.0"))
+    monkeypatch.setattr(cc, "compile_cuda", compile_cuda)
+    monkeypatch.setattr(cc, "cuda_compiler", lambda compiler="auto": ("fake", "fake 1.0"))
     drv = InterpretingDriver(programs)
     install(monkeypatch, drv)
     yield drv

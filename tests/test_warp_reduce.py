@@ -179,7 +179,8 @@ def test_nvcc_compiles_the_shuffles(case, dtype, tmp_path):
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_nvrtc_compiles_the_shuffles(dtype):
     from looptune.runtime import cuda as rc
-    if rc._nvrtc_version() is None or (dtype == "float16" and not rc.include_dirs()):
+    from looptune.runtime.cuda_compile import _nvrtc_version
+    if _nvrtc_version() is None or (dtype == "float16" and not rc.include_dirs()):
         pytest.skip("NVRTC (with cuda_fp16.h) is not installed")
     source = cuda(row_reduce(T=128, rows=2, dtype=dtype))
     cubin = rc.compile_cuda(source, arch="sm_90", name=f"warp_{dtype}", compiler="nvrtc")

@@ -20,14 +20,7 @@ nvidia-cuda-runtime-cu12).
 """
 from __future__ import annotations
 
-import hashlib
-import importlib
 import json
-import os
-import shutil
-import signal
-import subprocess
-import tempfile
 import time
 import weakref
 from functools import lru_cache
@@ -37,56 +30,22 @@ import numpy as np
 
 from ..codegen.cuda import KernelLaunch
 from ..tir import dtype as dt
-from .compiler import _atomic_write, _cache_dir, _file_name
+from .cuda_bindings import INSTALL_HINT, CudaUnavailable, _bindings, _check, _status_text
+from .cuda_compile import (ARTIFACT_FORMAT, compile_cuda, compile_program, cuda_compiler,
+                           include_dirs, intermediates_of)
 from .error import BuildError, RunError
 from .module import ArgInfo, ProfileResult
 from .timer import calibrate
 
-INSTALL_HINT = ("pip install 'looptune[cuda]' (cuda-python, NVRTC and ml_dtypes), with an "
-                "NVIDIA driver for the GPU")
 ARRAY_ALIGN = 16  # kernels access global memory 16 bytes at a time where they can
 
-
-class CudaUnavailable(BuildError):
-    """cuda-python, the driver or a GPU is missing."""
-
-
-# ---------------------------------------------------------------------------- cuda-python
-def _bindings(which: str):
-    """cuda-python's `driver` or `nvrtc` module (cuda.bindings from 12.6 on, cuda.* before)."""
-    try:
-        return importlib.import_module(f"cuda.bindings.{which}")
-    except ImportError:
-        pass
-    try:
-        return importlib.import_module({"driver": "cuda.cuda", "nvrtc": "cuda.nvrtc"}[which])
-    except ImportError:
-        raise CudaUnavailable(f"cuda-python is not installed (no cuda.bindings.{which}); "
-                              f"{INSTALL_HINT}") from None
+__all__ = ["ARRAY_ALIGN", "ARTIFACT_FORMAT", "INSTALL_HINT", "CudaModule", "CudaUnavailable",
+           "DeviceArray", "DeviceQuery", "build_module", "compile_cuda", "compile_program",
+           "cuda_compiler", "device_pointer", "gpu_available", "include_dirs",
+           "intermediates_of", "synchronize", "use_device"]
 
 
-def _check(result, what: str, error=RunError):
-    """cuda-python answers (status, *values): the values, or `error` naming the call."""
-    if not isinstance(result, tuple):
-        result = (result,)
-    status, rest = result[0], result[1:]
-    if int(status) != 0:
-        raise error(f"{what} failed: {_status_text(status)}")
-    return rest[0] if len(rest) == 1 else rest
-
-
-def _status_text(status) -> str:
-    name = getattr(status, "name", str(status))
-    try:
-        if name.startswith("NVRTC"):
-            return name
-        drv = _bindings("driver")
-        _, text = drv.cuGetErrorString(status)
-        return f"{name} ({text.decode() if isinstance(text, bytes) else text})"
-    except Exception:  # noqa: BLE001 - only the message suffers
-        return name
-
-
+# ---------------------------------------------------------------------------- the driver
 @lru_cache(maxsize=1)
 def _driver_state() -> tuple:
     """(driver module, None) once cuInit succeeds and a device exists, else (None, why)."""
@@ -156,168 +115,6 @@ class DeviceQuery:
     def attribute(self, name: str) -> int:
         attr = getattr(self.drv.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
         return int(_check(self.drv.cuDeviceGetAttribute(attr, self.dev), f"attribute {name}"))
-
-
-# ---------------------------------------------------------------------------- compiling
-def include_dirs() -> list:
-    """Where cuda_fp16.h and cuda_bf16.h are (the nvidia-cuda-runtime wheel or a toolkit)."""
-    try:
-        from cuda.pathfinder import find_nvidia_header_directory
-        found = find_nvidia_header_directory("cudart")
-        if found:
-            return [found]
-    except Exception:  # noqa: BLE001 - an older cuda-python without pathfinder
-        pass
-    return [d for d in ("/usr/local/cuda/include",) if os.path.isfile(f"{d}/cuda_fp16.h")]
-
-
-def _nvcc() -> str | None:
-    return shutil.which("nvcc") or next(
-        (p for p in ("/usr/local/cuda/bin/nvcc",) if os.access(p, os.X_OK)), None)
-
-
-@lru_cache(maxsize=None)
-def _nvrtc_version() -> str | None:
-    try:
-        nvrtc = _bindings("nvrtc")
-        major, minor = _check(nvrtc.nvrtcVersion(), "nvrtcVersion", BuildError)
-        return f"nvrtc {major}.{minor}"
-    except Exception:  # noqa: BLE001 - no cuda-python, or no libnvrtc behind it
-        return None
-
-
-@lru_cache(maxsize=None)
-def _nvcc_version(nvcc: str) -> str:
-    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
-    return f"nvcc {out.stdout.strip().splitlines()[-1] if out.stdout.strip() else '?'}"
-
-
-def cuda_compiler(compiler: str = "auto") -> tuple[str, str]:
-    """("nvrtc" or "nvcc", its version) for `compiler` ("auto": NVRTC if installed, else
-    nvcc); BuildError when neither is there."""
-    if compiler not in ("auto", "nvrtc", "nvcc"):
-        raise BuildError(f"unknown CUDA compiler {compiler!r}; use 'auto', 'nvrtc' or 'nvcc'")
-    if compiler in ("auto", "nvrtc"):
-        v = _nvrtc_version()
-        if v is not None:
-            return "nvrtc", v
-        if compiler == "nvrtc":
-            raise CudaUnavailable(f"NVRTC is not installed; {INSTALL_HINT}")
-    nvcc = _nvcc()
-    if nvcc is None:
-        raise CudaUnavailable(f"no CUDA compiler: neither NVRTC nor nvcc is installed; "
-                              f"{INSTALL_HINT}, or install a CUDA toolkit (nvcc)")
-    return "nvcc", _nvcc_version(nvcc)
-
-
-def compile_cuda(source: str, *, arch: str, name: str = "kernel", compiler: str = "auto",
-                 output: str = "cubin", options=(), timeout: float | None = None) -> Path:
-    """Compile CUDA C for `arch` ("sm_90") to a cubin (or `output="ptx"`), or reuse the cached
-    one; returns its path. The source is kept beside it (`.cu`)."""
-    if output not in ("cubin", "ptx"):
-        raise BuildError(f"output must be 'cubin' or 'ptx', got {output!r}")
-    kind, version = cuda_compiler(compiler)
-    options = list(options)
-    key = hashlib.sha256("\0".join([source, arch, output, kind, version, *options]).encode())
-    cache = _cache_dir("cuda")
-    stem = f"{_file_name(name)}_{key.hexdigest()[:20]}"
-    out_path, src_path = cache / f"{stem}.{output}", cache / f"{stem}.cu"
-    if out_path.exists():
-        return out_path
-    _atomic_write(src_path, source)
-    if kind == "nvrtc":
-        image = _nvrtc_compile(source, arch, name, output, options, str(src_path))
-    else:
-        image = _nvcc_compile(src_path, arch, output, options, timeout)
-    _atomic_write_bytes(out_path, image)
-    return out_path
-
-
-def _nvrtc_compile(source, arch, name, output, options, src_path) -> bytes:
-    nvrtc = _bindings("nvrtc")
-    virtual = arch.replace("sm_", "compute_") if output == "ptx" else arch
-    opts = [f"--gpu-architecture={virtual}", "--std=c++17", *options]
-    opts += [f"--include-path={d}" for d in include_dirs()]
-    prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], []),
-                  "nvrtcCreateProgram", BuildError)
-    try:
-        status = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])[0]
-        if int(status) != 0:
-            size = _check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize", BuildError)
-            log = b" " * size
-            _check(nvrtc.nvrtcGetProgramLog(prog, log), "nvrtcGetProgramLog", BuildError)
-            raise BuildError(f"NVRTC failed to compile the generated CUDA for {arch} "
-                             f"({_status_text(status)}); code generated by looptune that does "
-                             "not compile is a bug: please report it with the source", src_path,
-                             log.rstrip(b"\0 ").decode(errors="replace")[-4000:])
-        get_size, get = ((nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN) if output == "cubin"
-                         else (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX))
-        size = _check(get_size(prog), "reading NVRTC's output", BuildError)
-        image = b" " * size
-        _check(get(prog, image), "reading NVRTC's output", BuildError)
-        return image
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
-
-
-def _nvcc_compile(src_path: Path, arch: str, output: str, options, timeout) -> bytes:
-    with tempfile.TemporaryDirectory(prefix="looptune-nvcc-") as tmp:
-        out = Path(tmp) / f"kernel.{output}"
-        cmd = [_nvcc(), f"-{output}", f"-arch={arch}", "-O3", "-std=c++17", *options,
-               str(src_path), "-o", str(out)]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)  # a timeout kills cicc/ptxas with it
-        try:
-            _, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise BuildError(f"nvcc took longer than {timeout} s; allow it more time",
-                             str(src_path), timed_out=True) from None
-        if proc.returncode != 0:
-            raise BuildError(f"nvcc failed to compile the generated CUDA for {arch} (exit "
-                             f"{proc.returncode}); code generated by looptune that does not "
-                             "compile is a bug: please report it with the source",
-                             str(src_path), stderr[-4000:])
-        return out.read_bytes()
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-# ---------------------------------------------------------------------------- artifacts
-ARTIFACT_FORMAT = 1
-
-
-def compile_program(program, source: str, args, *, arch: str, name: str,
-                    compiler: str = "auto", options=(), timeout: float | None = None) -> Path:
-    """Compile a GpuProgram's source and describe it beside the cubin: a JSON artifact
-    (image, launch table, arguments, intermediates) that `CudaModule.load` opens, in this
-    process or a runner's worker."""
-    from ..codegen.cuda import launch_table
-    image = compile_cuda(source, arch=arch, name=name, compiler=compiler, options=options,
-                         timeout=timeout)
-    desc = {"format": ARTIFACT_FORMAT, "image": image.name, "arch": arch,
-            "compiler": cuda_compiler(compiler)[1],
-            "kernels": [k.to_json() for k in launch_table(program)],
-            "args": [a.to_json() for a in args],
-            "intermediates": intermediates_of(program)}
-    path = image.with_suffix(".json")
-    _atomic_write(path, json.dumps(desc, indent=1))
-    return path
-
-
-def intermediates_of(program) -> list:
-    """The global buffers a program's kernels pass between them, as CudaModule takes them."""
-    return [{"name": b.name, "dtype": b.dtype, "size": b.size} for b in program.intermediates]
 
 
 # ---------------------------------------------------------------------------- memory

@@ -8,7 +8,7 @@ import time
 from ...build import args_info
 from ...codegen.cuda import render_cuda
 from ...codegen.gpu import lower_gpu
-from ...runtime.cuda import compile_program
+from ...runtime.cuda_compile import compile_program
 from ...runtime.error import BuildError
 from .base import Builder, BuilderInput
 from .local import LocalBuilder
