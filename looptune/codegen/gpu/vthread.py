@@ -25,7 +25,8 @@ from __future__ import annotations
 from ...tir.buffer import Buffer
 from ...tir.expr import BufferLoad
 from ...tir.func import PrimFunc
-from ...tir.functor import find_stmts, map_children, replace_buffers, transform, uses_var
+from ...tir.functor import find_stmts, map_children, transform, uses_var
+from ..passes.compact import reads_itself
 from ...tir.stmt import (Allocate, BufferStore, Evaluate, For, IfThenElse, SeqStmt, is_barrier,
                          seq)
 
@@ -80,21 +81,7 @@ def _has_barrier(s) -> bool:
 def _idempotent(s) -> bool:
     """Does running `s` twice leave memory as running it once? (No store reads its own
     buffer: copies and initializations, not accumulations.)"""
-    for st in find_stmts(s, BufferStore):
-        if any(ld.buffer is st.buffer for ld in _loads(st.value)):
-            return False
-    return True
-
-
-def _loads(e) -> list:
-    out = []
-
-    def fn(n):
-        if isinstance(n, BufferLoad):
-            out.append(n)
-        return n
-    transform(e, fn)
-    return out
+    return not any(reads_itself(st) for st in find_stmts(s, BufferStore))
 
 
 def _expand(buf: Buffer, var, extent: int, body):
@@ -102,12 +89,11 @@ def _expand(buf: Buffer, var, extent: int, body):
     strides = None if buf.strides is None else (buf.strides[0] * buf.shape[0],) + buf.strides
     align = tuple((axis + 1, f, o) for axis, f, o in buf.align)
     new = Buffer(buf.name, (extent,) + tuple(buf.shape), buf.dtype, buf.scope, strides, align)
-    body = replace_buffers(body, {buf: new})
 
     def fn(n):
-        if isinstance(n, BufferLoad) and n.buffer is new:
+        if isinstance(n, BufferLoad) and n.buffer is buf:
             return BufferLoad(new, (var,) + tuple(n.indices), n.dtype)
-        if isinstance(n, BufferStore) and n.buffer is new:
+        if isinstance(n, BufferStore) and n.buffer is buf:
             return BufferStore(new, n.value, (var,) + tuple(n.indices))
         return n
     return transform(body, fn), new

@@ -91,7 +91,7 @@ def _collect(body, targets: set) -> dict:
             return
         elif isinstance(s, BufferStore):
             if s.buffer in targets:
-                rmw = _reads_itself(s)
+                rmw = reads_itself(s)
                 out.setdefault(s.buffer, []).append((s.indices, loops, rmw, conds))
             expr_loads(s.value, loops, conds)
             for i in s.indices:
@@ -157,7 +157,8 @@ def _within_guards(idx, conds, relax: dict, dom: dict, vector=frozenset()):
     return idx
 
 
-def _reads_itself(s: BufferStore) -> bool:
+def reads_itself(s: BufferStore) -> bool:
+    """Does the store's value load the buffer it stores to (an accumulation)?"""
     found = []
 
     def fn(n):

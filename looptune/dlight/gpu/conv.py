@@ -21,6 +21,7 @@ from __future__ import annotations
 from math import prod
 
 from ...tir.expr import IntImm, Var
+from ...tir.functor import uses_var
 from ...tune.schedule_rule.analysis import has_reuse, is_elementwise, loop_kinds
 from ..base import Rule, block_names, extent, start, try_
 from .common import (accumulate_in_registers, bind_rest, fuse, is_reduction, max_threads,
@@ -109,7 +110,7 @@ def _step_loop(sch, b, reduce) -> tuple:
     for r in blk.reads:
         for mn, _ in r.region:
             if not isinstance(mn, (IntImm, Var)):
-                windowed |= {id(iv.var) for iv in blk.iter_vars if _uses(mn, iv.var)}
+                windowed |= {id(iv.var) for iv in blk.iter_vars if uses_var(mn, {iv.var})}
 
     def plain(lp):
         v = sch.get(lp).loop_var
@@ -137,15 +138,10 @@ def _register_axis(sch, b, spatial):
         if var is None or extent(sch, lp) < 2:
             continue
         n = sum(prod(r.buffer.shape) for r in blk.reads
-                if not any(_uses(mn, var) for mn, _ in r.region))
+                if not any(uses_var(mn, {var}) for mn, _ in r.region))
         if n > best_n:
             best, best_n = lp, n
     return best
-
-
-def _uses(e, var) -> bool:
-    from ...tir.functor import uses_var
-    return uses_var(e, {var})
 
 
 def _largest_divisor(n: int, most: int) -> int:

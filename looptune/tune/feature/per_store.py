@@ -433,11 +433,11 @@ class _Walker:
                 vec_ext / (vec_groups * lanes) if vec is not None else 0.0]
 
     def _gpu_features(self, buffer, loops, trip) -> list:
+        if not any(k.startswith(("blockIdx", "threadIdx")) for _, _, k in loops):
+            return [0.0] * 5 + [float(buffer.scope == "shared"), 0.0]
         blocks = math.prod(e for _, e, k in loops if k.startswith("blockIdx"))
         threads = math.prod(e for _, e, k in loops if k.startswith("threadIdx"))
         tx = next((e for _, e, k in loops if k == "threadIdx.x"), 1)
-        if not any(k.startswith(("blockIdx", "threadIdx")) for _, _, k in loops):
-            return [0.0] * 5 + [float(buffer.scope == "shared"), 0.0]
         shared = sum(b.size * dt.nbytes(b.dtype) for b, _ in self.allocs if b.scope == "shared")
         return [blocks, threads, tx, blocks / self.sms if self.sms else 0.0,
                 trip / (blocks * threads), float(buffer.scope == "shared"), shared]
