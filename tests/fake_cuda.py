@@ -87,7 +87,8 @@ def floats(addr, n):
 def install(monkeypatch, drv):
     """Make looptune.runtime.cuda use `drv` as the driver until the test ends."""
     import looptune.runtime.cuda as rc
-    real = rc._bindings
-    monkeypatch.setattr(rc, "_bindings", lambda which: drv if which == "driver" else real(which))
+    import looptune.target.cuda_device as cd
+    real = cd._bindings
+    monkeypatch.setattr(cd, "_bindings", lambda which: drv if which == "driver" else real(which))
     monkeypatch.setattr(rc, "_CONTEXTS", {})
-    rc._driver_state.cache_clear()
+    cd._driver_state.cache_clear()

@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 from fake_cuda import FakeDriver, floats, install
 
+from looptune.backend.cuda import compile_program
 from looptune.codegen import CRenderer, CStyleRenderer, c_comment, render_c  # noqa: F401
 from looptune.codegen.cuda import CUDARenderer, launch_table, render_cuda
 from looptune.codegen.gpu import GpuProgram, Kernel
 from looptune.codegen.gpu.examples import tiled_matmul
 from looptune.codegen.passes import vectorize_loops
 from looptune.runtime.error import BuildError, RunError
-from looptune.target import Target, cuda_target
+from looptune.target import Target, cuda_device, cuda_target
 from looptune.target.target import cuda_target_from_device
 from looptune.tir import dtype as dt
 from looptune.tir.buffer import Buffer
@@ -284,11 +285,12 @@ def test_named_cuda_target_needs_no_driver():
 
 def test_cuda_target_falls_back_without_a_gpu(monkeypatch):
     import looptune.runtime.cuda as rc
+    import looptune.target.cuda_device as cd
     from looptune.target import target as tmod
 
     def no_gpu(device=0):
         raise rc.CudaUnavailable("no CUDA GPU can be used here: test")
-    monkeypatch.setattr(rc, "DeviceQuery", no_gpu)
+    monkeypatch.setattr(cd, "DeviceQuery", no_gpu)
     tmod._detected_cuda.cache_clear()
     try:
         t = Target.create("cuda")
@@ -316,14 +318,14 @@ def test_missing_cuda_python_is_a_clear_build_error(monkeypatch):
                 "cuda.cuda", "cuda.nvrtc"):
         monkeypatch.setitem(sys.modules, mod, None)
     monkeypatch.setattr(cc, "_nvcc", lambda: None)
-    rc._driver_state.cache_clear()
+    cuda_device._driver_state.cache_clear()
     cc._nvrtc_version.cache_clear()
     try:
         assert rc.gpu_available()[0] is False
         with pytest.raises(BuildError, match=r"pip install 'looptune\[cuda\]'"):
             rc.compile_cuda("extern \"C\" __global__ void k() {}", arch="sm_80")
     finally:
-        rc._driver_state.cache_clear()
+        cuda_device._driver_state.cache_clear()
         cc._nvrtc_version.cache_clear()
 
 
@@ -376,7 +378,6 @@ def two_kernels(n=64):
 
 @pytest.fixture
 def fake_driver(monkeypatch):
-    import looptune.runtime.cuda as rc
     n = 64
     kernels = {"two_kernel0": (2, lambda p: floats(p[1], n).__setitem__(
                    slice(None), floats(p[0], n) * 2)),
@@ -385,12 +386,13 @@ def fake_driver(monkeypatch):
     drv = FakeDriver(kernels)
     install(monkeypatch, drv)
     yield drv
-    rc._driver_state.cache_clear()
+    cuda_device._driver_state.cache_clear()
 
 
 def test_module_launches_every_kernel_with_intermediates(fake_driver):
     from looptune.build import args_info
-    from looptune.runtime.cuda import CudaModule, DeviceArray, intermediates_of
+    from looptune.backend.cuda import intermediates_of
+    from looptune.runtime.cuda import CudaModule, DeviceArray
     prog = two_kernels()
     mod = CudaModule(b"fake image", launch_table(prog), args_info(prog.func),
                      intermediates_of(prog))
@@ -416,8 +418,9 @@ def test_module_launches_every_kernel_with_intermediates(fake_driver):
 def write_artifact(tmp_path, prog, name):
     import json
 
+    from looptune.backend.cuda import intermediates_of
     from looptune.build import args_info
-    from looptune.runtime.cuda import ARTIFACT_FORMAT, intermediates_of
+    from looptune.runtime.cuda import ARTIFACT_FORMAT
     (tmp_path / f"{name}.cubin").write_bytes(b"fake image")
     desc = {"format": ARTIFACT_FORMAT, "image": f"{name}.cubin", "arch": "sm_90",
             "compiler": "fake", "kernels": [k.to_json() for k in launch_table(prog)],
@@ -535,12 +538,12 @@ def test_nvrtc_error_is_a_build_error_with_the_log():
 
 
 def test_artifact_describes_the_program():
-    rc = _nvrtc_or_skip()
+    _nvrtc_or_skip()
     import json
 
     from looptune.build import args_info
     prog = tiled_matmul()
-    path = rc.compile_program(prog, render_cuda(prog), args_info(prog.func), arch="sm_90",
+    path = compile_program(prog, render_cuda(prog), args_info(prog.func), arch="sm_90",
                               name="tiled_matmul", compiler="nvrtc")
     desc = json.loads(path.read_text())
     assert desc["kernels"][0]["name"] == "tiled_matmul_kernel0"
@@ -557,7 +560,7 @@ def load(prog, args=None):
     from looptune.build import args_info
     from looptune.runtime import cuda as rc
     target = Target.create("cuda")
-    path = rc.compile_program(prog, render_cuda(prog), args or args_info(prog.func),
+    path = compile_program(prog, render_cuda(prog), args or args_info(prog.func),
                               arch=target.arch, name=prog.func.name)
     return rc.CudaModule.load(path)
 
@@ -626,13 +629,12 @@ def test_vector_and_guarded_programs_on_the_gpu(name):
 @pytest.mark.gpu
 def test_cuda_runner_measures_and_checks():
     from looptune.build import args_info
-    from looptune.runtime import cuda as rc
     from looptune.tune.runner import EvaluatorConfig, Runner, RunnerInput
     good = tiled_matmul(64, 8)
     wrong = elementwise(n=64 * 64, fn=lambda a, b: a)  # C = A: same arguments, other result
     arch = Target.create("cuda").arch
     info = args_info(good.func)
-    good_path, wrong_path = (str(rc.compile_program(p, render_cuda(p), info, arch=arch, name=n))
+    good_path, wrong_path = (str(compile_program(p, render_cuda(p), info, arch=arch, name=n))
                              for p, n in ((good, "good"), (wrong, "wrong")))
     runner = Runner.create("cuda")
     try:

@@ -1,4 +1,4 @@
-"""compile_model on a cuda target (graph/compile_cuda.py), with no GPU: a fake driver whose
+"""compile_model on a cuda target (graph/model_cuda.py), with no GPU: a fake driver whose
 launches run the real lowered kernels thread by thread through the GPU interpreter, on the
 device memory the CudaModel lays out (weights blob, intermediates arena, staged inputs and
 outputs). So the model's wiring - which address each kernel gets, in which order - is
@@ -52,10 +52,11 @@ class InterpretingDriver(FakeDriver):
 
 @pytest.fixture
 def simulated_gpu(monkeypatch, tmp_path):
-    import looptune.runtime.cuda as rc
+    import looptune.backend.cuda as bc
     import looptune.runtime.cuda_compile as cc
+    import looptune.target.cuda_device as cd
     programs = {}
-    real_compile_program = rc.compile_program
+    real_compile_program = bc.compile_program
 
     def compile_program(program, source, *args, **kw):
         token = hashlib.sha1(source.encode()).hexdigest()
@@ -67,13 +68,14 @@ def simulated_gpu(monkeypatch, tmp_path):
         path.write_bytes(hashlib.sha1(source.encode()).hexdigest().encode())
         return path
 
-    monkeypatch.setattr(rc, "compile_program", compile_program)
+    monkeypatch.setattr(bc, "compile_program", compile_program)
+    monkeypatch.setattr(bc, "compile_cuda", compile_cuda)
+    monkeypatch.setattr(bc, "cuda_compiler", lambda compiler="auto": ("fake", "fake 1.0"))
     monkeypatch.setattr(cc, "compile_cuda", compile_cuda)
-    monkeypatch.setattr(cc, "cuda_compiler", lambda compiler="auto": ("fake", "fake 1.0"))
     drv = InterpretingDriver(programs)
     install(monkeypatch, drv)
     yield drv
-    rc._driver_state.cache_clear()
+    cd._driver_state.cache_clear()
 
 
 def rand(*shape, seed=0):

@@ -23,7 +23,7 @@ from looptune.runtime.module import Module
 from looptune.target import host
 from looptune.testing.faults import patch_kernel
 from looptune.tune.builder import Builder, BuilderInput, LocalBuilder
-from looptune.tune.builder import local as builder_local
+from looptune.backend import cpu as backend_cpu
 from looptune.tune.runner import EvaluatorConfig, LocalRunner, Runner, RunnerInput
 from looptune.tune.runner.worker import make_args
 
@@ -132,7 +132,7 @@ def test_identical_sources_compile_once(monkeypatch):
         assert threading.current_thread().name.startswith("looptune-build")
         return compile_shared(source, **kw)
 
-    monkeypatch.setattr(builder_local, "compile_shared", counting)
+    monkeypatch.setattr(backend_cpu, "compile_shared", counting)
     x, y = BuilderInput(matmul(name="same"), host()), BuilderInput(add(name="other"), host())
     again = BuilderInput(matmul(name="same"), host())  # equal function, equal source
     results = LocalBuilder().build([x, y, x, again])

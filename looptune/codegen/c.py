@@ -193,16 +193,18 @@ static inline int omp_get_max_threads(void) { return 1; }
         for k in ("workload", "target", "trace"):
             if k in meta:
                 head.append(f"// {k}: {c_comment(meta[k])}")
-        parts = ["\n".join(head), self.preamble, self.runtime_defs(), self.vector_typedefs(),
+        parts = ["\n".join(head), self.preamble, self.runtime_defs(fname), self.vector_typedefs(),
                  self.helper_defs(), *self.outlined,
                  f"{self.func_qualifier}int32_t {fname}({', '.join(params)}) {{\n{body}\n  return 0;\n}}",
                  self.packed_wrapper(func, fname)]
         return "\n\n".join(p for p in parts if p) + "\n"
 
-    def runtime_defs(self) -> str:
-        return """static int lt_num_threads = 0;
-void lt_set_num_threads(int n) { lt_num_threads = n; }
-static inline void* lt_alloc(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64); }"""
+    def runtime_defs(self, fname: str) -> str:
+        """The thread count (its setter named after the kernel, so that kernels link into
+        one model library) and the allocator of local buffers."""
+        return f"""static int lt_num_threads = 0;
+void {fname}_set_num_threads(int n) {{ lt_num_threads = n; }}
+static inline void* lt_alloc(size_t n) {{ return aligned_alloc(64, (n + 63) / 64 * 64); }}"""
 
     def packed_wrapper(self, func: PrimFunc, fname: str) -> str:
         args = ", ".join(f"({dt.c_type(b.dtype)}*)args[{i}]" for i, b in enumerate(func.params))

@@ -19,6 +19,7 @@ import numpy as np
 from ..runtime.module import ArgInfo, Module
 
 LIB, DESC = "model.so", "model.json"
+FORMAT_VERSION = 2  # of the exported description
 
 
 class ModelError(ValueError):
@@ -111,7 +112,6 @@ class CompiledModel:
 
 def load(path) -> CompiledModel:
     """A model written by CompiledModel.export."""
-    from .compile import FORMAT_VERSION
     path = Path(path)
     if not (path / LIB).exists() or not (path / DESC).exists():
         raise ModelError(f"{path} is not an exported looptune model (it needs {LIB} and "

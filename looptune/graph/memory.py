@@ -6,7 +6,12 @@ kernel that reads it. Intermediates whose lives do not overlap share bytes of on
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+
+from ..runtime.ndarray import pack_last_axis
+from ..schedule.primitives.layout import PACKED
 
 ALIGN = 64
 
@@ -58,3 +63,62 @@ def pack_weights(constants: list) -> tuple[dict, bytes]:
         parts.append(data + b"\0" * pad)
         pos += len(data) + pad
     return offsets, b"".join(parts)
+
+
+def _source_of(view):
+    """The value whose bytes a chain of views (reshapes) shows."""
+    from .op import get_graph_op
+    while view.producer is not None and get_graph_op(view.producer.op).kind == "view":
+        view = view.producer.inputs[0]
+    return view
+
+
+@dataclasses.dataclass
+class MemoryPlan:
+    """Where each value of a compiled model lives: the caller's input and output arrays (by
+    argument slot), one arena of intermediates (by offset), one blob of weights (by offset
+    per layout), and the outputs that copy another value."""
+    steps: list  # (input values, output value) per group, views resolved to their source
+    out_slots: dict  # id(value) -> argument slot (inputs first, then outputs)
+    in_slot: dict  # id(value) -> argument slot
+    copies: list  # (output index, source value)
+    arena: dict  # id(value) -> byte offset
+    arena_bytes: int
+    weight_offsets: dict  # (id(value), packing factor) -> byte offset
+    blob: bytes
+
+
+def plan_memory(graph, groups: list, kernels: dict) -> MemoryPlan:
+    """The MemoryPlan of the groups in order; `kernels` maps id(group) to its scheduled
+    function (whose "packed_params" say which constants it takes packed)."""
+    n_in = len(graph.inputs)
+    out_slots = {}
+    copies = []  # (output index, source value): outputs another output or input already holds
+    for j, v in enumerate(graph.outputs):
+        src = _source_of(v)
+        if src.producer is not None and id(src) not in out_slots:
+            out_slots[id(src)] = n_in + j
+        else:
+            copies.append((j, src))
+    steps = [([_source_of(v) for v in g.inputs], g.output) for g in groups]
+    arena, arena_bytes = plan_arena(steps, set(out_slots))
+    # constants, each in the layout its kernel reads (schedule.pack_layout), once per layout
+    constants, seen = [], set()
+
+    def use_const(v, factor: int):
+        if (id(v), factor) not in seen:
+            seen.add((id(v), factor))
+            data = np.asarray(v.data, dtype=v.dtype)
+            constants.append(((id(v), factor), pack_last_axis(data, factor) if factor else data))
+
+    for g, (ins, _) in zip(groups, steps):
+        packed = dict(kernels[id(g)].attr(PACKED, ()))
+        for i, v in enumerate(ins):
+            if v.is_const:
+                use_const(v, packed.get(i, 0))
+    for _, src in copies:
+        if src.is_const:
+            use_const(src, 0)
+    woff, blob = pack_weights(constants)
+    in_slot = {id(v): i for i, v in enumerate(graph.inputs)}
+    return MemoryPlan(steps, out_slots, in_slot, copies, arena, arena_bytes, woff, blob)

@@ -3,6 +3,7 @@ flags and compiler version, written atomically so concurrent builds never see ha
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -11,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .. import env
-from .error import BuildError
+from ..error import BuildError
 
 CFLAGS = (
     "-O3",                   # full optimization, including the loop vectorizer
@@ -55,23 +56,82 @@ def have_compiler(cc: str | None = None) -> bool:
 
 
 def compile_shared(source: str, *, name: str = "kernel", flags=None, cc: str | None = None,
-                   timeout: float | None = None) -> Path:
-    """Compile C source into a shared library (or reuse the cached one); returns its path."""
+                   timeout: float | None = None, isa: dict | None = None) -> Path:
+    """Compile C source into a shared library (or reuse the cached one); returns its path.
+
+    The library is linked from an object file kept beside it (`object_of(path)`), so that a
+    model links the very object its kernel was verified with instead of compiling the source
+    again. `isa` ({"arch", "features", "fingerprint"}: Target.isa()) is what the code is built
+    for: it is part of the cache key and is written beside the library (`<stem>.json`), where
+    loading it (runtime.Module) checks that this machine has that ISA."""
     cc = cc or env.cc()
-    flags = (list(CFLAGS) + workaround_flags(cc) if flags is None else list(flags)) \
-        + env.extra_cflags()
-    key = hashlib.sha256("\0".join([source, " ".join(flags), compiler_version(cc)]).encode()).hexdigest()
+    flags = list(CFLAGS) + workaround_flags(cc) if flags is None else list(flags)
+    compile_flags = [f for f in flags if f != "-shared"] + env.extra_cflags()
+    key = _key(source, compile_flags, cc, isa)
     cache = _cache_dir("kernels")
     stem = f"{_file_name(name)}_{key[:20]}"
-    so_path = cache / f"{stem}.so"
-    src_path = cache / f"{stem}.c"
-    if so_path.exists():
-        if not src_path.exists():
-            _atomic_write(src_path, source)
+    so_path, meta_path = cache / f"{stem}.so", cache / f"{stem}.json"
+    meta = {"format": ARTIFACT_FORMAT, "isa": isa, "compiler": compiler_version(cc),
+            "flags": compile_flags, "key": key}
+    if so_path.exists() and object_of(so_path).exists() and read_meta(so_path) == meta:
         return so_path
+    src_path = cache / f"{stem}.c"
     _atomic_write(src_path, source)
+    obj = object_of(so_path)
+    _write_atomically(obj, ".o", lambda tmp: _run_cc(
+        [cc, *compile_flags, "-c", str(src_path), "-o", tmp], str(src_path), timeout))
+    _atomic_write(meta_path, json.dumps(meta, indent=1))
     return _link_atomically(so_path, lambda tmp: _run_cc(
-        [cc, *flags, str(src_path), "-o", tmp, "-lm"], str(src_path), timeout))
+        [cc, *_link_flags(flags), str(obj), "-o", tmp, "-lm"], f"linking {obj}", timeout))
+
+
+ARTIFACT_FORMAT = 2  # of the JSON beside a cached library: 2 added "isa"
+
+
+def object_of(so_path) -> Path:
+    """The object file a library of compile_shared was linked from."""
+    return Path(so_path).with_suffix(".o")
+
+
+def read_meta(so_path) -> dict | None:
+    """What compile_shared wrote beside the library (format, isa, compiler, flags, key), or
+    None if there is nothing readable."""
+    try:
+        return json.loads(Path(so_path).with_suffix(".json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _key(source: str, flags: list, cc: str, isa: dict | None) -> str:
+    """The cache key: source, flags, compiler and version, the ISA fingerprint, and what
+    -march=native means on this host (two hosts share a cache directory safely)."""
+    parts = [source, " ".join(flags), compiler_version(cc),
+             (isa or {}).get("fingerprint", "")]
+    if "-march=native" in flags:
+        parts.append(native_arch(cc))
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+@lru_cache(maxsize=None)
+def native_arch(cc: str) -> str:
+    """What -march=native stands for here (GCC: `-march=znver4`, ...; "" where the compiler
+    does not say)."""
+    try:
+        out = subprocess.run([cc, "-march=native", "-Q", "--help=target"], capture_output=True,
+                             text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    for line in out.splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] == "-march=":
+            return words[1]
+    return ""
+
+
+def _link_flags(flags: list) -> list:
+    """The flags a shared library is linked with: -shared, and OpenMP's runtime if compiled
+    with it."""
+    return ["-shared"] + [f for f in flags if f in ("-fopenmp", "-fPIC")]
 
 
 def _run_cc(cmd: list, what: str, timeout: float | None, cwd=None) -> None:
@@ -97,20 +157,25 @@ def _run_cc(cmd: list, what: str, timeout: float | None, cwd=None) -> None:
 
 def _link_atomically(so_path: Path, build) -> Path:
     """build(tmp) writes the library to a temporary name; it then replaces so_path at once."""
+    return _write_atomically(so_path, ".so", build)
+
+
+def _write_atomically(path: Path, suffix: str, build) -> Path:
+    """build(tmp) writes a file to a temporary name; it then replaces `path` at once."""
     try:
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=so_path.parent)
+        fd, tmp = tempfile.mkstemp(suffix=suffix, dir=path.parent)
     except OSError as e:
-        raise BuildError(f"cannot write in {so_path.parent} ({e.strerror or e}); set "
+        raise BuildError(f"cannot write in {path.parent} ({e.strerror or e}); set "
                          "LOOPTUNE_CACHE_DIR to a directory this process can write (with free "
                          "space)") from None
     os.close(fd)
     try:
         build(tmp)
-        os.replace(tmp, so_path)
+        os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return so_path
+    return path
 
 
 def _file_name(name: str) -> str:
@@ -145,20 +210,30 @@ def _atomic_write(path: Path, text: str):
 
 
 def compile_library(units: list, *, name: str = "library", timeout: float | None = None,
-                    jobs: int | None = None, data_files: dict | None = None) -> Path:
-    """Compile several translation units and link them into one shared library (cached like
-    compile_shared). `units` are (file name, text, extra flags); a name ending in `.S` is
-    assembly. Each unit compiles on its own (the units may define the same static helpers),
-    `jobs` at a time. `data_files` ({file name: bytes}) are written beside the sources first,
-    for assembly to `.incbin`."""
+                    jobs: int | None = None, data_files: dict | None = None, objects=(),
+                    flags=None, isa: dict | None = None) -> Path:
+    """Compile several translation units and link them, with `objects` compiled before
+    (compile_shared's, `object_of`), into one shared library (cached like compile_shared).
+    `units` are (file name, text, extra flags); a name ending in `.S` is assembly. Each unit
+    compiles on its own (the units may define the same static helpers), `jobs` at a time.
+    `data_files` ({file name: bytes}) are written beside the sources first, for assembly to
+    `.incbin`. `flags` and `isa` as for compile_shared."""
     from concurrent.futures import ThreadPoolExecutor
     cc = env.cc()
-    flags = list(CFLAGS) + workaround_flags(cc) + env.extra_cflags()
-    h = hashlib.sha256("\0".join([" ".join(flags), compiler_version(cc)]).encode())
+    flags = list(CFLAGS) + workaround_flags(cc) if flags is None else list(flags)
+    compile_flags = [f for f in flags if f != "-shared"] + env.extra_cflags()
+    h = hashlib.sha256(_key("", compile_flags, cc, isa).encode())
     for fname, text, extra in units:
         h.update("\0".join([fname, " ".join(extra), text]).encode())
     for fname, data in sorted((data_files or {}).items()):
         h.update(fname.encode() + hashlib.sha256(data).digest())
+    objects = [Path(o) for o in objects]
+    for obj in objects:
+        try:
+            h.update(hashlib.sha256(obj.read_bytes()).digest())
+        except OSError as e:
+            raise BuildError(f"cannot read the object {obj} to link into {name} "
+                             f"({e.strerror or e}); build its kernel again") from None
     key = h.hexdigest()
     out_dir = _cache_dir("libraries") / f"{_file_name(name)}_{key[:20]}"
     so_path = out_dir / f"{_file_name(name)}.so"
@@ -167,7 +242,6 @@ def compile_library(units: list, *, name: str = "library", timeout: float | None
     out_dir.mkdir(parents=True, exist_ok=True)
     for fname, data in (data_files or {}).items():
         (out_dir / fname).write_bytes(data)
-    compile_flags = [f for f in flags if f != "-shared"]
 
     def compile_one(unit):
         fname, text, extra = unit
@@ -179,6 +253,8 @@ def compile_library(units: list, *, name: str = "library", timeout: float | None
         return str(obj)
 
     with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-        objects = list(pool.map(compile_one, units))
+        compiled = list(pool.map(compile_one, units))
+    every = [*compiled, *(str(o) for o in objects)]
     return _link_atomically(so_path, lambda tmp: _run_cc(
-        [cc, *flags, *objects, "-o", tmp, "-lm"], f"linking {name} in {out_dir}", timeout))
+        [cc, *_link_flags(flags), *every, "-o", tmp, "-lm"], f"linking {name} in {out_dir}",
+        timeout))

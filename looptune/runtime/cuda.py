@@ -21,63 +21,47 @@ nvidia-cuda-runtime-cu12).
 from __future__ import annotations
 
 import json
-import time
 import weakref
-from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
-from ..codegen.cuda import KernelLaunch
+from ..cuda_bindings import INSTALL_HINT, CudaUnavailable, _check
+from ..error import BuildError, RunError
+from ..target.cuda_device import DeviceQuery, _driver, gpu_available
 from ..tir import dtype as dt
-from .cuda_bindings import INSTALL_HINT, CudaUnavailable, _bindings, _check, _status_text
-from .cuda_compile import (ARTIFACT_FORMAT, compile_cuda, compile_program, cuda_compiler,
-                           include_dirs, intermediates_of)
-from .error import BuildError, RunError
+from .cuda_compile import ARTIFACT_FORMAT, compile_cuda, cuda_compiler, include_dirs
 from .module import ArgInfo, ProfileResult
 from .timer import calibrate
 
 ARRAY_ALIGN = 16  # kernels access global memory 16 bytes at a time where they can
 
 __all__ = ["ARRAY_ALIGN", "ARTIFACT_FORMAT", "INSTALL_HINT", "CudaModule", "CudaUnavailable",
-           "DeviceArray", "DeviceQuery", "build_module", "compile_cuda", "compile_program",
-           "cuda_compiler", "device_pointer", "gpu_available", "include_dirs",
-           "intermediates_of", "synchronize", "use_device"]
+           "DeviceArray", "DeviceQuery", "Launch", "compile_cuda", "cuda_compiler",
+           "device_pointer", "gpu_available", "include_dirs", "synchronize", "use_device"]
+
+
+class Launch(NamedTuple):
+    """How one kernel of an artifact is launched, as its JSON says (the CUDA backend writes
+    codegen.cuda.launch_table there): `args` holds ("param", i) or ("intermediate", j) per
+    kernel parameter."""
+    name: str
+    grid: tuple
+    block: tuple
+    shared_bytes: int
+    dynamic_shared_bytes: int
+    args: tuple
+
+    @staticmethod
+    def of(x) -> "Launch":
+        """A Launch from its JSON (a dict) or from anything with `to_json()`."""
+        d = x if isinstance(x, dict) else x.to_json()
+        return Launch(d["name"], tuple(d["grid"]), tuple(d["block"]), int(d["shared_bytes"]),
+                      int(d["dynamic_shared_bytes"]), tuple((k, int(i)) for k, i in d["args"]))
 
 
 # ---------------------------------------------------------------------------- the driver
-@lru_cache(maxsize=1)
-def _driver_state() -> tuple:
-    """(driver module, None) once cuInit succeeds and a device exists, else (None, why)."""
-    try:
-        drv = _bindings("driver")
-    except CudaUnavailable as e:
-        return None, str(e)
-    try:
-        status, = drv.cuInit(0)
-    except Exception as e:  # noqa: BLE001 - the bindings raise when libcuda.so is missing
-        return None, f"the NVIDIA driver (libcuda) cannot be loaded: {e}"
-    if int(status) != 0:
-        return None, f"cuInit failed: {_status_text(status)}"
-    status, n = drv.cuDeviceGetCount()
-    if int(status) != 0 or n == 0:
-        return None, "the driver sees no CUDA device"
-    return drv, None
-
-
-def gpu_available() -> tuple[bool, str]:
-    """(True, "") when a CUDA device can be used here, else (False, why not)."""
-    drv, why = _driver_state()
-    return drv is not None, why or ""
-
-
-def _driver():
-    drv, why = _driver_state()
-    if drv is None:
-        raise CudaUnavailable(f"no CUDA GPU can be used here: {why}")
-    return drv
-
-
 _CONTEXTS: dict = {}
 
 
@@ -97,24 +81,6 @@ def synchronize(device: int = 0) -> None:
     """Wait for the device; a kernel's failure (a bad address, ...) is raised here."""
     drv = use_device(device)
     _check(drv.cuCtxSynchronize(), "running the kernels (cuCtxSynchronize)")
-
-
-class DeviceQuery:
-    """What Target detection reads from the driver: `name()`, and `attribute(NAME)`, the
-    value of CU_DEVICE_ATTRIBUTE_<NAME>."""
-
-    def __init__(self, device: int = 0):
-        self.drv = _driver()
-        self.dev = _check(self.drv.cuDeviceGet(device), f"cuDeviceGet({device})",
-                          CudaUnavailable)
-
-    def name(self) -> str:
-        raw = _check(self.drv.cuDeviceGetName(256, self.dev), "cuDeviceGetName")
-        return raw.split(b"\0", 1)[0].decode(errors="replace").strip()
-
-    def attribute(self, name: str) -> int:
-        attr = getattr(self.drv.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
-        return int(_check(self.drv.cuDeviceGetAttribute(attr, self.dev), f"attribute {name}"))
 
 
 # ---------------------------------------------------------------------------- memory
@@ -229,7 +195,7 @@ class CudaModule:
 
     def __init__(self, image: bytes, launches, args, intermediates=(), *, source: str = "",
                  device: int = 0, image_path: str | None = None):
-        self.launches = tuple(launches)
+        self.launches = tuple(Launch.of(k) for k in launches)
         self.args = [a if isinstance(a, ArgInfo) else ArgInfo.from_json(a) for a in args]
         self.intermediates = tuple(intermediates)  # ({"name", "dtype", "size"}, ...)
         self.source = source
@@ -258,7 +224,7 @@ class CudaModule:
 
     @staticmethod
     def load(path, *, device: int = 0) -> "CudaModule":
-        """The module an artifact of compile_program describes."""
+        """The module a CUDA artifact describes (backend.cuda writes them)."""
         path = Path(path)
         try:
             desc = json.loads(path.read_text())
@@ -269,7 +235,7 @@ class CudaModule:
             raise BuildError(f"the CUDA artifact {path} has format {desc.get('format')}, this "
                              f"looptune reads {ARTIFACT_FORMAT}; build it again")
         src = path.with_suffix(".cu")
-        return CudaModule(image, [KernelLaunch.from_json(k) for k in desc["kernels"]],
+        return CudaModule(image, desc["kernels"],
                           desc["args"], desc["intermediates"],
                           source=src.read_text() if src.exists() else "", device=device,
                           image_path=str(path.parent / desc["image"]))
@@ -394,20 +360,3 @@ class CudaModule:
 
     def __repr__(self):
         return f"CudaModule({', '.join(k.name for k in self.launches)})"
-
-
-def build_module(program, source: str, args, target, *, name: str, compiler: str = "auto",
-                 options=(), timeout: float | None = None, device: int = 0) -> CudaModule:
-    """Compile and load a GpuProgram for `target` (a cuda Target); CudaUnavailable (a
-    BuildError) when no GPU can be used here."""
-    ok, why = gpu_available()
-    if not ok:
-        raise CudaUnavailable(f"build(target='cuda') needs an NVIDIA GPU and its driver "
-                              f"({why.rstrip('.')}); generate_source(sch, 'cuda') gives the "
-                              "CUDA C without one")
-    t0 = time.perf_counter()
-    path = compile_program(program, source, args, arch=target.arch, name=name,
-                           compiler=compiler, options=options, timeout=timeout)
-    mod = CudaModule.load(path, device=device)
-    mod.build_secs = time.perf_counter() - t0
-    return mod

@@ -4,7 +4,6 @@ cubin beside a JSON description of its kernels' launches and arguments."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import signal
@@ -14,8 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from .compiler import _atomic_write, _cache_dir, _file_name
-from .cuda_bindings import INSTALL_HINT, CudaUnavailable, _bindings, _check, _status_text
-from .error import BuildError
+from ..cuda_bindings import INSTALL_HINT, CudaUnavailable, _bindings, _check, _status_text
+from ..error import BuildError
 
 def include_dirs() -> list:
     """Where cuda_fp16.h and cuda_bf16.h are (the nvidia-cuda-runtime wheel or a toolkit)."""
@@ -151,28 +150,5 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
             os.unlink(tmp)
 
 
-# ---------------------------------------------------------------------------- artifacts
+# the format of the JSON that describes a CUDA artifact (backend.cuda writes, CudaModule.load reads)
 ARTIFACT_FORMAT = 1
-
-
-def compile_program(program, source: str, args, *, arch: str, name: str,
-                    compiler: str = "auto", options=(), timeout: float | None = None) -> Path:
-    """Compile a GpuProgram's source and describe it beside the cubin: a JSON artifact
-    (image, launch table, arguments, intermediates) that `CudaModule.load` opens, in this
-    process or a runner's worker."""
-    from ..codegen.cuda import launch_table
-    image = compile_cuda(source, arch=arch, name=name, compiler=compiler, options=options,
-                         timeout=timeout)
-    desc = {"format": ARTIFACT_FORMAT, "image": image.name, "arch": arch,
-            "compiler": cuda_compiler(compiler)[1],
-            "kernels": [k.to_json() for k in launch_table(program)],
-            "args": [a.to_json() for a in args],
-            "intermediates": intermediates_of(program)}
-    path = image.with_suffix(".json")
-    _atomic_write(path, json.dumps(desc, indent=1))
-    return path
-
-
-def intermediates_of(program) -> list:
-    """The global buffers a program's kernels pass between them, as CudaModule takes them."""
-    return [{"name": b.name, "dtype": b.dtype, "size": b.size} for b in program.intermediates]

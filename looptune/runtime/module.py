@@ -9,9 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..error import BuildError, RunError
+from ..target import host
 from ..tir import dtype as dt
 from .call import MISMATCH, call_lib, call_spec
-from .error import RunError
+from .compiler import read_meta
 from .ndarray import Placer, rotated_offsets
 from .timer import calibrate, timer_lib
 
@@ -59,8 +61,24 @@ class ArgInfo:
         return ArgInfo(d["name"], tuple(d["shape"]), d["dtype"], bool(d["written"]))
 
 
+def check_runs_here(lib_path) -> None:
+    """BuildError unless this machine has the ISA the library was built for (what
+    compile_shared wrote beside it): code for an ISA the CPU lacks would die on an illegal
+    instruction, or worse, in the middle of a run."""
+    isa = (read_meta(lib_path) or {}).get("isa")
+    if not isa:
+        return
+    here = host()
+    missing = here.lacks(isa)
+    if missing:
+        raise BuildError(f"{lib_path} was built for {', '.join(missing)}, which this machine "
+                         f"({here.model or here.arch}) lacks; it is not loaded. Build it again "
+                         "here (target='cpu' is this machine), or run it where it was built")
+
+
 class Module:
-    """`mod(*arrays)` runs the kernel, writing outputs in place; `mod.source` is its C."""
+    """`mod(*arrays)` runs the kernel, writing outputs in place; `mod.source` is its C. A
+    library built for an ISA this machine lacks is refused (BuildError) before it loads."""
 
     def __init__(self, lib_path: Path, symbol: str, args: list[ArgInfo], source: str,
                  source_path: Path | None = None):
@@ -69,11 +87,15 @@ class Module:
         self.args = list(args)
         self.source = source
         self.source_path = source_path
+        check_runs_here(self.lib_path)
         self._lib = ctypes.CDLL(str(self.lib_path))
         self._fn = getattr(self._lib, f"{symbol}_packed")
         self._fn.restype = ctypes.c_int32
         self._fn.argtypes = [ctypes.c_void_p]
-        self._set_threads = getattr(self._lib, "lt_set_num_threads", None)
+        # a kernel's thread-count setter carries its symbol (so that kernels link together);
+        # a model's runner has the one lt_set_num_threads
+        self._set_threads = (getattr(self._lib, f"{symbol}_set_num_threads", None)
+                             or getattr(self._lib, "lt_set_num_threads", None))
         self.num_threads = 0
         # the fast call (call.py): C checks the arguments and calls; None: check in Python
         lib, spec = call_lib(), call_spec(self.args)

@@ -86,14 +86,17 @@ class Schedule:
             return self._int(rv)
         raise TypeError(f"not a schedule handle: {rv!r}")
 
-    def lowered(self):
-        """The current function after stage-1 lowering (`codegen.lower_loops`), cached until
-        the schedule changes: verification, features and the build share it."""
-        cached = getattr(self, "_lowered", None)
-        if cached is None or cached[0] is not self.state.func:
-            from ..codegen.lower import lower_loops
-            cached = self._lowered = (self.state.func, lower_loops(self.state.func))
-        return cached[1]
+    def memo(self, key, compute):
+        """`compute(func)` of the current function, kept (under `key`) until the schedule
+        changes: what several readers derive from one state (its stage-1 lowering: the
+        backend's, shared by verification, features and the build) is computed once."""
+        func = self.state.func
+        memo = getattr(self, "_memo", None)
+        if memo is None or memo[0] is not func:
+            memo = self._memo = (func, {})
+        if key not in memo[1]:
+            memo[1][key] = compute(func)
+        return memo[1][key]
 
     def show(self) -> str:
         return self.func.script()

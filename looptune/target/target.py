@@ -13,6 +13,17 @@ _VECTOR_FEATURES = (("avx512f", 512), ("avx2", 256), ("avx", 256), ("sse2", 128)
                     ("asimd", 128))
 _KEY_FEATURES = ("avx512f", "avx2", "fma", "avx", "sse4_2", "neon", "asimd")
 
+# The instruction-set extensions compiled code may use (names as /proc/cpuinfo spells them):
+# what an artifact's ISA fingerprint lists and a machine must have to run it. Other flags of
+# /proc/cpuinfo (hypervisor, constant_tsc, ...) say nothing about the code.
+ISA_FEATURES = frozenset("""
+    sse sse2 pni ssse3 sse4_1 sse4_2 popcnt aes pclmulqdq movbe abm bmi1 bmi2 adx f16c fma
+    avx avx2 avx_vnni avx512f avx512cd avx512bw avx512dq avx512vl avx512ifma avx512vbmi
+    avx512_vbmi2 avx512_vnni avx512_bitalg avx512_vpopcntdq avx512_bf16 avx512_fp16 gfni vaes
+    vpclmulqdq sha_ni amx_tile amx_bf16 amx_int8
+    fp asimd asimdhp asimddp asimdfhm sve sve2 i8mm bf16 neon
+""".split())
+
 
 class TargetError(ValueError):
     """An unknown or malformed target description."""
@@ -58,8 +69,40 @@ class Target:
     def vector_lanes_f32(self) -> int:
         return max(1, self.vector_bits // 32)
 
+    @property
+    def vector_registers(self) -> int:
+        """SIMD registers the code can keep values in: 32 with AVX-512 (zmm0-31) and on
+        AArch64 (v0-31), else 16 (xmm/ymm0-15)."""
+        return 32 if self.vector_bits >= 512 or self.arch in ("aarch64", "arm64") else 16
+
     def has(self, feature: str) -> bool:
         return feature in self.features
+
+    # ISA facts: what code built for this target needs from the machine that runs it
+    def isa_features(self) -> tuple:
+        """The instruction-set extensions of this target (ISA_FEATURES), sorted."""
+        return tuple(sorted(f for f in self.features if f in ISA_FEATURES))
+
+    def isa_fingerprint(self) -> str:
+        """A stable name of the ISA code for this target is built for: kind, architecture and
+        ISA extensions. Compile caches key on it; artifacts carry it."""
+        return f"{self.kind}:{self.arch}:{'+'.join(self.isa_features())}"
+
+    def isa(self) -> dict:
+        """The ISA as an artifact records it (JSON-ready)."""
+        return {"kind": self.kind, "arch": self.arch, "features": list(self.isa_features()),
+                "fingerprint": self.isa_fingerprint()}
+
+    def same_isa(self, other: "Target") -> bool:
+        return self.isa_fingerprint() == other.isa_fingerprint()
+
+    def lacks(self, isa: dict) -> list:
+        """What of an artifact's ISA (`Target.isa()` of what it was built for) this target
+        does not have: its architecture if that differs, else the missing extensions."""
+        arch = isa.get("arch")
+        if arch and self.arch and arch != self.arch:
+            return [f"the {arch} architecture"]
+        return sorted(set(isa.get("features", ())) - set(self.features))
 
     # GPU limits (Target.extra; a target without them gets the usual values)
     def limit(self, key: str, default=None):
@@ -229,10 +272,10 @@ def cuda_target(arch: str | None = None, model: str | None = None, *, device: in
 @lru_cache(maxsize=None)
 def _detected_cuda(device: int) -> Target:
     try:
-        from ..runtime.cuda import DeviceQuery
+        from .cuda_device import DeviceQuery
         return cuda_target_from_device(DeviceQuery(device))
     except Exception:  # noqa: BLE001 - no cuda-python, no driver, no device: fall back
-        # (why not: looptune.runtime.cuda.gpu_available())
+        # (why not: looptune.target.cuda_device.gpu_available())
         return cuda_target("sm_90", "default sm_90 limits: no CUDA GPU detected")
 
 

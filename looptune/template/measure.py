@@ -203,8 +203,8 @@ class Measurer:
             reference = self._reference()
             built = opt.builder.build([BuilderInput(
                 inputs[k].sch.func, task.target,
-                {"workload": key, "trace": f"{task.name} config #{inputs[k].config.index}"},
-                lowered=inputs[k].sch.lowered()) for k in todo])
+                {"workload": key, "trace": f"{task.name} config #{inputs[k].config.index}"})
+                for k in todo])
             for k, b in zip(todo, built):
                 out[k] = self._result(inputs[k], self._run(inputs[k], b, reference), b.source_hash)
         return out

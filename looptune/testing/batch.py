@@ -4,8 +4,8 @@ the compile time of a small kernel).
 
 Each kernel's file-scope static names and typedefs (helpers such as lt_max_float32, the
 thread count, vector types) are renamed with #define to carry the kernel's symbol, so that
-kernels defining the same helper do not clash; `lt_set_num_threads` becomes
-`<symbol>_set_num_threads`. A batch that does not compile this way is compiled kernel by
+kernels defining the same helper do not clash (each kernel's thread-count setter already
+carries its symbol). A batch that does not compile this way is compiled kernel by
 kernel, as the ordinary build does."""
 from __future__ import annotations
 
@@ -40,7 +40,6 @@ def merged_source(kernels) -> str:
     for symbol, source in kernels:
         body = source.replace(preamble, "")
         renames = {n: f"{symbol}__{n}" for n in sorted(file_scope_names(body))}
-        renames["lt_set_num_threads"] = f"{symbol}_set_num_threads"
         out += [f"#define {old} {new}" for old, new in renames.items()]
         out.append(body)
         out += [f"#undef {old}" for old in renames]

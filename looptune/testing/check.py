@@ -20,14 +20,10 @@ from typing import Callable
 
 import numpy as np
 
-from ..build import args_info
-from ..codegen import CRenderer
-from ..codegen.lower import finish_lowering, lower_loops
-from ..runtime.compiler import compile_library
-from ..runtime.error import BuildError
+from ..backend import Backend, args_info
+from ..error import BuildError
 from ..runtime.ndarray import INT_SENTINEL
 from ..schedule import ScheduleError, Trace
-from ..target import Target
 from ..tir import interpreter
 from ..tir.structural import structural_equal
 from ..tune.runner.worker import compare
@@ -146,7 +142,7 @@ class Fuzzer:
         self.python_timeout_s = python_timeout_s
         self.source_hook = source_hook
         self.sandbox = sandbox or Sandbox(timeout_s=timeout_s)
-        self.vector_bits = Target.create("cpu").vector_bits
+        self.backend = Backend.for_target("cpu")
         self.applied: Counter = Counter()   # instruction kind -> times applied
         self.refused: Counter = Counter()   # instruction kind -> times refused
         self._libs = 0
@@ -215,23 +211,24 @@ class Fuzzer:
                 stage = "lower"
                 func = sch.func
                 func = type(func)(f"c{slot}_{func.name}", func.params, func.body, func.attrs)
-                loops = lower_loops(func, vector_bits=self.vector_bits)
-                scalar = finish_lowering(loops, vectorize=False, vector_bits=self.vector_bits)
+                loops = self.backend.lower_loops(func)
+                scalar = self.backend.lower(func, loops=loops, vectorize=False)
                 stage = "interpret"
                 got = _interpret(scalar, inputs, expected)
                 problem = compare(wl.output.name, got, expected, RTOL, ATOL)
                 if problem:
                     return Outcome("miscompile", _blame(sch.func, inputs, expected), problem)
                 stage = "lower"
-                vec = finish_lowering(loops, vectorize=True, vector_bits=self.vector_bits)
+                vec = self.backend.lower(func, loops=loops)
                 stage = "codegen"
-                source = CRenderer().render(vec, meta={"trace": f"{len(sch.trace)} instructions"})
+                rendered = self.backend.render(
+                    func, vec, meta={"trace": f"{len(sch.trace)} instructions"})
+                source = rendered.text
                 if self.source_hook is not None:
                     source = self.source_hook(source)
         except (Exception, _Timeout) as e:
             return _crash(stage, e)
-        return _Ready(case, source, CRenderer.symbol(func), list(args_info(func)), inputs,
-                      expected)
+        return _Ready(case, source, rendered.symbol, list(args_info(func)), inputs, expected)
 
     def _compiled(self, ready: list) -> list[Outcome]:
         if not ready:
@@ -269,11 +266,10 @@ class Fuzzer:
         if len(ready) > 1:
             units = [("batch.c", merged_source([(r.symbol, r.source) for r in ready]), [])]
         else:
-            units = [(f"{r.symbol}.c", r.source,
-                      [f"-Dlt_set_num_threads={r.symbol}_set_num_threads"]) for r in ready]
+            units = [(f"{r.symbol}.c", r.source, []) for r in ready]
         try:
-            return compile_library(units, name=f"fuzz{os.getpid()}_{self._libs}", jobs=1,
-                                   timeout=300)
+            return self.backend.link(units, name=f"fuzz{os.getpid()}_{self._libs}", jobs=1,
+                                     timeout=300)
         except BuildError as e:
             left = Path(e.source_path or "").parent  # the sources compile_library leaves
             if left.parent.name == "libraries":

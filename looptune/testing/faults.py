@@ -14,7 +14,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 
-from ..build import written_params
+from ..backend import written_params
 from ..tune.builder import LocalBuilder
 from ..tune.runner import EvaluatorConfig, LocalRunner
 

@@ -513,18 +513,29 @@ def run_program(program, *arrays) -> None:
         a[...] = flat.reshape(a.shape)
 
 
+# How a PrimFunc bound to GPU threads becomes a program of kernels: GPU lowering, which
+# lives above this layer (codegen.gpu registers it when imported, as `import looptune` does).
+_GPU_LOWERING: list = []
+
+
+def set_gpu_lowering(lower) -> None:
+    """Register `lower(func, lowered: bool) -> GpuProgram` for run_gpu (codegen.gpu does)."""
+    _GPU_LOWERING[:] = [lower]
+
+
 def run_gpu(func, *arrays) -> None:
-    """Run a GpuProgram, or a PrimFunc bound to GPU threads (lowered with lower_gpu)."""
-    from ..codegen.gpu import GpuProgram, lower_gpu, split_kernels
-    if not isinstance(func, (GpuProgram, PrimFunc)):
+    """Run a GpuProgram (anything with `kernels` and `intermediates`), or a PrimFunc bound to
+    GPU threads (lowered first by the registered GPU lowering)."""
+    if isinstance(func, PrimFunc):
+        if not _GPU_LOWERING:
+            raise RuntimeError("running a GPU-bound PrimFunc needs GPU lowering: import "
+                               "looptune.codegen.gpu (importing looptune does)")
+        lowered = func.root is None and not find_stmts(func.body, BlockRealize)
+        func = _GPU_LOWERING[0](func, lowered)
+    elif not hasattr(func, "kernels"):
         raise TypeError(f"the interpreter runs a PrimFunc or a GpuProgram, not {type(func).__name__}")
-    if not isinstance(func, GpuProgram):
-        if func.root is None and not find_stmts(func.body, BlockRealize):
-            func = split_kernels(func)  # lowered already (codegen.lower): only split it
-        else:
-            func = lower_gpu(func, "cuda", vectorize=False)  # the interpreter runs scalars
     run_program(func, *arrays)
 
 
 __all__ = ["GpuBarrierError", "GpuRaceError", "GpuSyncError", "compile_kernel", "run_gpu",
-           "run_kernel", "run_program"]
+           "run_kernel", "run_program", "set_gpu_lowering"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..build import build
+from ..backend import Backend
 from ..runtime.ndarray import pack_args, random_args
 from ..schedule import Schedule, ScheduleError
 from ..schedule.primitives.layout import PACKED
@@ -155,7 +155,7 @@ def verify(mod, func: PrimFunc, *, seed: int = 0, rtol: float = 1e-3, atol: floa
            packed: tuple = ()) -> bool:
     """Does `mod` compute what the unscheduled `func` computes, on random inputs? `packed`:
     the arguments `mod` takes in a packed layout (its function's "packed_params")."""
-    ref = build(func)
+    ref = Backend.for_target("cpu").build(func)
     want = random_args(ref.args, seed)
     got = pack_args([a.copy() for a in want], packed)
     ref(*want)
@@ -169,7 +169,7 @@ def verify(mod, func: PrimFunc, *, seed: int = 0, rtol: float = 1e-3, atol: floa
 
 
 def compile_tir(database: Database, func: PrimFunc, target="cpu", *, check: bool = True,
-                num_threads: int | None = None, evaluator=None):
+                num_threads: int | None = None, evaluator=None, name: str | None = None):
     """Build func with its best record (checked against the unscheduled program first;
     a record that fails to replay or computes a wrong result is reported and skipped).
 
@@ -177,9 +177,11 @@ def compile_tir(database: Database, func: PrimFunc, target="cpu", *, check: bool
     EvaluatorConfig), by default the latest tuning run's (Database.query_tuning_record).
     The module runs with the thread count its record was measured with (a record without
     one: the target's cores) unless `num_threads` says otherwise, so that it takes the time
-    the record shows. Raises NoTuningRecordError when there is no record - build(func)
-    compiles it untuned."""
+    the record shows. `name` names the kernel (default: the function's). The module is the
+    one that was verified: `mod.artifact` (a backend Artifact) is what a model links. Raises
+    NoTuningRecordError when there is no record - build(func) compiles it untuned."""
     target = Target.create(target)
+    backend = Backend.for_target(target)
     if not database.has_workload(func):
         raise NoTuningRecordError(
             f"no tuning record for {func.name} (workload {database.key_of(func)}): it was "
@@ -202,7 +204,7 @@ def compile_tir(database: Database, func: PrimFunc, target="cpu", *, check: bool
         threads = num_threads
         if threads is None:
             threads = rec.measure.get("num_threads") or target.cores
-        mod = build(sch, target, num_threads=threads)
+        mod = backend.build(sch, name=name, num_threads=threads)
         if check and not verify(mod, func, packed=sch.func.attr(PACKED, ())):
             warnings.warn(f"{func.name}: a record ({rec.median_secs * 1e3:.3f} ms) computes a "
                           "wrong result and is skipped", DatabaseWarning)

@@ -84,9 +84,10 @@ def _kernel(func, item, index, intermediates, notes) -> Kernel:
     bound = [lp for lp in loops if lp.kind == "thread_binding"]
     if not any(lp.thread in BLOCK_TAGS + THREAD_TAGS for lp in bound):
         what = _block_names(item)
-        raise BuildError(f"{func.name}: the loop nest of {what} is not bound to GPU threads; "
-                         "bind its loops (sch.bind(loop, 'blockIdx.x') / 'threadIdx.x'), or "
-                         "schedule it with looptune.dlight.default_schedule")
+        raise BuildError(f"building for cuda is not supported for {func.name} as it is: the "
+                         f"loop nest of {what} is not bound to GPU threads; bind its loops "
+                         "(sch.bind(loop, 'blockIdx.x') / 'threadIdx.x'), schedule it with "
+                         "looptune.dlight.default_schedule, or build with target='cpu'")
     for lp in loops:
         if lp.kind == "parallel":
             raise BuildError(f"{func.name}: loop {lp.loop_var.name} is parallel (a CPU loop kind) "

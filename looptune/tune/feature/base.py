@@ -30,19 +30,20 @@ class FeatureExtractor:
         return f"{type(self).__name__}(version={self.version}, width={self.width})"
 
 
-def lowered_of(x):
-    """The stage-1 lowered PrimFunc of a MeasureCandidate, a Schedule, or a PrimFunc (lowered
-    here with `codegen.lower_loops` if it still holds blocks)."""
-    lowered = getattr(x, "lowered", None)
-    if lowered is not None:
-        return lowered() if callable(lowered) else lowered
+def lowered_of(x, target):
+    """The stage-1 lowered PrimFunc, for `target`, of a MeasureCandidate, a Schedule, or a
+    PrimFunc (lowered here by the target's Backend if it still holds blocks)."""
+    from ...backend import Backend
+    from ...schedule import Schedule
     from ...tir.func import PrimFunc
     from ...tir.stmt import BlockRealize
+    if isinstance(x, Schedule) or (isinstance(x, PrimFunc) and isinstance(x.body, BlockRealize)):
+        return Backend.for_target(target).lower_loops(x)
     if isinstance(x, PrimFunc):
-        if isinstance(x.body, BlockRealize):
-            from ...codegen.lower import lower_loops
-            return lower_loops(x)
         return x
+    lowered = getattr(x, "lowered", None)
+    if callable(lowered):
+        return lowered(target)
     raise TypeError(f"cannot extract features from {type(x).__name__}; pass a MeasureCandidate, "
                     "a Schedule or a PrimFunc")
 

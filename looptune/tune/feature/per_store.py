@@ -169,7 +169,7 @@ class PerStoreFeature(FeatureExtractor):
         target = Target.create("cpu" if target is None else target)
         out = []
         for c in candidates:
-            func = lowered_of(c)
+            func = lowered_of(c, target)
             hit = self._cache.get(func)
             if hit is None or (hit[0] is not target and hit[0] != target):
                 f = store_features(func, target)
@@ -259,7 +259,7 @@ class _Walker:
     def __init__(self, target: Target):
         self.caches = (target.l1d_bytes, target.l2_bytes, target.l3_bytes)
         self.vector_bits = target.vector_bits
-        self.num_regs = 32 if target.vector_bits >= 512 else 16  # AVX-512 has zmm0-31
+        self.num_regs = target.vector_registers
         self.sms = target.cores if target.kind == "cuda" else 0
         self.rows = []
         self.loops = []        # (var, extent, kind) of the enclosing loops of extent > 1

@@ -6,17 +6,13 @@ from __future__ import annotations
 
 from math import prod
 
+from ...backend import Backend
 from ...tir import dtype as dt
 from ...tir.functor import visit
 from ...tir.stmt import Allocate, For
 from ..schedule_rule.analysis import loop_kinds
 from ..schedule_rule.multi_level_tiling import TILED
 from .base import Postproc
-
-
-def vector_registers(target) -> int:
-    """SIMD registers of the target's ISA: 32 with AVX-512 or on AArch64, else 16."""
-    return 32 if target.has("avx512f") or target.arch in ("aarch64", "arm64") else 16
 
 
 @Postproc.registry.register("verify-cpu")
@@ -29,11 +25,13 @@ class VerifyCPU(Postproc):
         self.max_vector_lanes = max_vector_lanes
         self.max_local_bytes = max_local_bytes
         self.max_register_tile = max_register_tile
+        self.target = None  # the tune context's (None: this machine)
 
     def initialize_with_tune_context(self, context) -> None:
+        self.target = context.target
         if self.max_register_tile is None:
             t = context.target
-            self.max_register_tile = vector_registers(t) * t.vector_lanes_f32
+            self.max_register_tile = t.vector_registers * t.vector_lanes_f32
 
     def apply(self, sch) -> bool:
         if self.max_register_tile and not self._register_tiles_fit(sch):
@@ -50,7 +48,8 @@ class VerifyCPU(Postproc):
         visit(sch.func.body, fn)
         if bad:
             return False
-        visit(sch.lowered().body, fn)  # local buffer sizes are known once compacted
+        # local buffer sizes are known once compacted
+        visit(Backend.for_target(self.target or "cpu").lower_loops(sch).body, fn)
         return not bad
 
     def _register_tiles_fit(self, sch) -> bool:

@@ -3,8 +3,9 @@ results. The task scheduler drives them: pre_tuning, then generate_measure_candi
 notify_runner_results until the strategy returns None, then post_tuning."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from ...backend import Backend
 from ...schedule import Schedule
 from ...tir.func import PrimFunc
 from ..registry import Registry
@@ -14,15 +15,11 @@ from ..registry import Registry
 class MeasureCandidate:
     sch: Schedule      # the finished (postprocessed) schedule
     sch_hash: str      # structural hash of sch.func, for de-duplication
-    _loops: PrimFunc | None = field(default=None, repr=False)
 
-    @property
-    def lowered(self) -> PrimFunc:
-        """Stage-1 lowering of the schedule (`codegen.lower_loops`), computed once and shared
-        by verification, feature extraction and the builder."""
-        if self._loops is None:
-            self._loops = self.sch.lowered()
-        return self._loops
+    def lowered(self, target) -> PrimFunc:
+        """Stage-1 lowering of the schedule by the target's Backend, computed once per
+        schedule state and shared by verification, feature extraction and the builder."""
+        return Backend.for_target(target).lower_loops(self.sch)
 
 
 class SearchStrategy:

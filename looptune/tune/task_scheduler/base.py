@@ -8,7 +8,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ...build import args_info
+from ...backend import args_info
 from ..builder.base import BuilderInput
 from ..database.base import TuningRecord
 from ..error import TuneError
@@ -188,7 +188,7 @@ class TaskScheduler:
         reference = self._reference(task, builder) if to_build else None
         built = iter(builder.build([BuilderInput(c.sch.func, ctx.target,
                                                  {**meta, "trace": f"{len(c.sch.trace)} instructions"},
-                                                 lowered=c.lowered) for c in to_build])
+                                                 lowered=c.lowered(ctx.target)) for c in to_build])
                      if to_build else ())
         self.phase_secs["build"] += time.perf_counter() - t0
         run_info = self.run_info(ctx)

@@ -1,53 +1,30 @@
-"""compile_model for a cuda target: each task's kernels (its best verified record, else the
-zero-search default schedule of looptune.dlight) compiled into a CudaModule, run in order
-by a CudaModel on device memory laid out once, as the CPU runner lays out host memory:
+"""The CUDA model code: each task's kernel (planner.py) loaded as a CudaModule and run in
+order by a CudaModel on device memory laid out once, as the CPU runner lays out host memory:
 weights uploaded once into one device blob, intermediates in one device arena (the same
 static memory plan), the model's inputs and outputs staged in device arrays kept between
 calls. A call copies the inputs in, launches every kernel, and copies the outputs out."""
 from __future__ import annotations
 
 import time
-import warnings
 
 import numpy as np
 
+from ..backend import args_info
 from ..schedule.primitives.layout import PACKED
 from ..tir import dtype as dt
+from .planner import ModelPlan
 
 
-def compile_model_cuda(graph, groups, tasks, database, target, *, check: bool):
-    """A CudaModel of `graph` (prepared, fused into `groups`, with their `tasks`)."""
-    from ..build import build
-    from ..dlight import default_schedule
-    from ..schedule import Schedule
-    from .compile import model_description, plan_memory
-
-    modules, kernels, task_info = {}, {}, []
-    for task in tasks:
-        mod, record = None, None
-        if database is not None and database.has_workload(task.func):
-            from ..tune.tune import NoTuningRecordError, compile_tir
-            try:
-                mod = compile_tir(database, task.func, target, check=check)
-                record = mod.record
-            except NoTuningRecordError as e:
-                warnings.warn(f"{task.task_name}: {e}; it runs with the default schedule",
-                              stacklevel=3)
-        if mod is None:
-            sch = default_schedule(task.func, target)
-            mod = build(sch, target)
-            mod.schedule = sch
-        sched = mod.schedule.func if isinstance(mod.schedule, Schedule) else mod.schedule
-        for g in task.groups:
-            kernels[id(g)] = (task.task_name, sched)
-            modules[id(g)] = mod
-        task_info.append({"task_name": task.task_name, "weight": task.weight,
-                          "workload": task.key, "tuned": record is not None,
-                          "record_ms": None if record is None else record.median_secs * 1e3})
-    plan = plan_memory(graph, groups, kernels)
-    desc = {"name": graph.name, "target": target.key(), "tasks": task_info,
-            **model_description(graph, groups, kernels, plan)}
-    return CudaModel(graph, [(modules[id(g)], kernels[id(g)][1]) for g in groups], plan, desc)
+def build_cuda_model(plan: ModelPlan) -> "CudaModel":
+    """A CudaModel of the plan: each kernel's artifact loaded (a verified record's module is
+    the one that was checked), run in order on one device memory layout."""
+    steps = []
+    for g in plan.groups:
+        k = plan.of(g)
+        if k.module is None:
+            k.module = plan.backend.load(k.artifact, args_info(k.func))
+        steps.append((k.module, k.func))
+    return CudaModel(plan.graph, steps, plan.memory, plan.desc)
 
 
 class _View:

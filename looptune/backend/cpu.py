@@ -1,0 +1,88 @@
+"""The CPU backend: C with OpenMP and SIMD from codegen's C renderer, compiled by the system
+C compiler into a shared library (through an object file, which a model links as it is),
+loaded with ctypes. Compiler flags follow the Target: `-march=native` when the Target's ISA
+is this machine's, else the Target's own ISA extensions (so a kernel built for an AVX2
+target has no AVX-512 in it, whatever the host)."""
+from __future__ import annotations
+
+from ..codegen import CRenderer, finish_lowering, lower_loops
+from ..env import cc as default_cc
+from ..error import BuildError
+from ..runtime.compiler import CFLAGS, compile_library, compile_shared, object_of, \
+    workaround_flags
+from ..runtime.module import Module
+from ..target import host
+from .base import Artifact, Backend, Source
+
+# /proc/cpuinfo's name of an x86 extension -> GCC's -m option for it
+GCC_X86 = {
+    "sse": "sse", "sse2": "sse2", "pni": "sse3", "ssse3": "ssse3", "sse4_1": "sse4.1",
+    "sse4_2": "sse4.2", "popcnt": "popcnt", "aes": "aes", "pclmulqdq": "pclmul",
+    "movbe": "movbe", "abm": "lzcnt", "bmi1": "bmi", "bmi2": "bmi2", "adx": "adx",
+    "f16c": "f16c", "fma": "fma", "avx": "avx", "avx2": "avx2", "avx_vnni": "avxvnni",
+    "avx512f": "avx512f", "avx512cd": "avx512cd", "avx512bw": "avx512bw",
+    "avx512dq": "avx512dq", "avx512vl": "avx512vl", "avx512ifma": "avx512ifma",
+    "avx512vbmi": "avx512vbmi", "avx512_vbmi2": "avx512vbmi2", "avx512_vnni": "avx512vnni",
+    "avx512_bitalg": "avx512bitalg", "avx512_vpopcntdq": "avx512vpopcntdq",
+    "avx512_bf16": "avx512bf16", "avx512_fp16": "avx512fp16", "gfni": "gfni", "vaes": "vaes",
+    "vpclmulqdq": "vpclmulqdq", "sha_ni": "sha", "amx_tile": "amx-tile",
+    "amx_bf16": "amx-bf16", "amx_int8": "amx-int8",
+}
+
+
+def isa_flags(target) -> list:
+    """The compiler flags that select the Target's ISA."""
+    if target.same_isa(host()):
+        return ["-march=native"]  # this machine: its ISA, tuned for this CPU
+    if target.arch == "x86_64":
+        return ["-march=x86-64", "-mtune=generic"] + [
+            f"-m{GCC_X86[f]}" for f in target.isa_features() if f in GCC_X86]
+    if target.arch == "aarch64":
+        return ["-march=armv8-a"]
+    raise BuildError(f"building C for {target} on a {host().arch} host is not supported; "
+                     "build for this machine (target='cpu')")
+
+
+@Backend.registry.register("cpu")
+class CPUBackend(Backend):
+    kind = "cpu"
+
+    def _lower_loops(self, func):
+        return lower_loops(func, vector_bits=self.target.vector_bits)
+
+    def lower(self, func, *, loops=None, vectorize: bool = True):
+        """The flat, vectorized loop program (`vectorize=False`: scalar, for the
+        interpreter)."""
+        loops = self.lower_loops(func) if loops is None else loops
+        return finish_lowering(loops, vectorize=vectorize, vector_bits=self.target.vector_bits)
+
+    def render(self, func, lowered, *, meta=None) -> Source:
+        return Source(func, CRenderer().render(lowered, meta=meta), CRenderer.symbol(func))
+
+    def flags(self, cc: str | None = None) -> list:
+        """The C compiler's flags for this target: CFLAGS with the Target's ISA."""
+        cc = cc or default_cc()
+        return [f for f in CFLAGS if not f.startswith("-march=")] + isa_flags(self.target) \
+            + workaround_flags(cc)
+
+    def compile(self, source: Source, *, flags=None, timeout=None) -> Artifact:
+        path = compile_shared(source.text, name=source.func.name, timeout=timeout,
+                              flags=self.flags() if flags is None else flags,
+                              isa=self.target.isa())
+        return Artifact("cpu", str(path), source.symbol, self.target.isa(),
+                        str(object_of(path)))
+
+    def load(self, artifact: Artifact, args, *, source: str = "") -> Module:
+        mod = Module(artifact.path, artifact.symbol, list(args), source,
+                     object_of(artifact.path).with_suffix(".c"))
+        mod.artifact = artifact
+        return mod
+
+    def link(self, units, *, name: str, objects=(), data_files=None, jobs=None,
+             timeout=None):
+        """One shared library of C (or assembly) `units` (file name, text, extra flags),
+        compiled for this target, and `objects` compiled before (kernels' Artifact
+        object_path): a model, or a batch of fuzzed kernels."""
+        return compile_library(list(units), name=name, objects=objects, data_files=data_files,
+                               jobs=jobs, timeout=timeout, flags=self.flags(),
+                               isa=self.target.isa())
