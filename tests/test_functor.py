@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from looptune import te
-from looptune.schedule.state import Index, collect_realizes
+from looptune.schedule import Schedule
 from looptune.testing.schedgen import fuzz_schedule, random_block_schedule
 from looptune.tir import (Allocate, Block, BlockRealize, Buffer, BufferStore, Comment, For,
-                          IfThenElse, IterVar, Stmt, Var, const, find_stmts,
+                          IfThenElse, IterVar, Stmt, Var, collect_realizes, const, find_stmts,
                           find_stmts_with_parents, map_children, seq, stmt_children, visit)
 from looptune.tir.stmt import TRUE
 
@@ -157,11 +157,18 @@ def test_walks_agree_with_the_recursion_on_schedules(func):
     body = func.body
     assert find_stmts(body, Stmt) == preorder(body)
     assert [(x, p) for x, p in find_stmts_with_parents(body, Stmt)] == with_parents(body)
-    idx = Index(body)
-    ref = [(x, p) for x, p in with_parents(body) if isinstance(x, (For, BlockRealize))]
-    assert [(e.node, e.parents) for e in list(idx.loops.values())] == \
-        [(x, p) for x, p in ref if isinstance(x, For)]
-    assert list(idx.blocks) == [x.block.name for x, _ in ref if isinstance(x, BlockRealize)]
+    # what a Schedule's queries answer comes from find_stmts_with_parents
+    sch = Schedule(func)
+    ref = with_parents(body)
+    blocks = [(x, p) for x, p in ref if isinstance(x, BlockRealize)]
+    loop_parents = {id(x): p for x, p in ref if isinstance(x, For)}
+    assert sch.block_names() == [x.block.name for x, _ in blocks]
+    for x, p in blocks:
+        name = x.block.name
+        assert sch.realize(name) is x and sch.parents(name) == p
+        assert sch.enclosing_loops(name) == [q for q in p if isinstance(q, For)]
+        for rv in sch.get_loops(sch.get_block(name)) if name != "root" else ():
+            assert sch.parents(rv) == loop_parents[id(sch.get(rv))]
     # collect_realizes does not look inside the blocks it finds
     inner = body.block.body
     outer = [x for x, p in with_parents(inner)

@@ -114,10 +114,10 @@ def test_matmul_space_is_sssrrsrs_bound_with_shared_inputs_and_a_local_accumulat
         if cand is None:
             continue
         func = cand.sch.func
-        (compute_tx,) = [lp for lp in cand.sch.state.loops_of("matmul")
+        (compute_tx,) = [lp for lp in cand.sch.enclosing_loops("matmul")
                          if lp.kind == "thread_binding" and lp.thread == "threadIdx.x"]
         for name in ("A_shared", "B_shared"):
-            loops = cand.sch.state.loops_of(name)
+            loops = cand.sch.enclosing_loops(name)
             copy_tx = [lp for lp in loops if lp.kind == "thread_binding"][-1]
             assert copy_tx.thread == "threadIdx.x" and copy_tx.extent == compute_tx.extent
             assert all(lp.extent in (2, 4) for lp in loops if lp.kind == "vectorized")

@@ -114,7 +114,7 @@ def test_conv_padding_inlined():
     X, Wt, Y = conv()
     sch = Schedule(te.create_prim_func([X, Wt, Y]))
     sch.compute_inline(sch.get_block("pad"))
-    assert "pad" not in {b for b in sch.state.index.blocks}
+    assert not sch.has_block("pad") and "pad" not in sch.block_names()
     x, w = rand(1, 3, 9, 11), rand(5, 3, 3, 3)
     check(sch, [x, w], conv_ref(x, w))
 
@@ -141,9 +141,7 @@ def test_sample_compute_location_every_choice_is_correct():
     func = te.create_prim_func([X, Wt, Y])
     x, wt = rand(1, 3, 9, 11), rand(5, 3, 3, 3)
     want = conv_ref(x, wt)
-    probe = Schedule(func)
-    from looptune.schedule.primitives.compute_at import _location_loops
-    n_loops = len(_location_loops(probe, probe.get_block("pad")))
+    n_loops = len(Schedule(func).compute_locations("pad"))
     assert n_loops >= 4
     seen, legal = set(), 0
     for decision in list(range(n_loops)) + [-1, -2]:
@@ -166,9 +164,9 @@ def test_softmax_stages_computed_at_the_row_loop():
     out = ops.softmax(X)
     func = te.create_prim_func([X, out])
     sch = Schedule(func)
-    last = list(sch.state.index.blocks)[-1]
+    last = sch.block_names()[-1]
     row = sch.get_loops(sch.get_block(last))[0]
-    for name in [n for n in sch.state.index.blocks if n not in ("root", last)][::-1]:
+    for name in [n for n in sch.block_names() if n not in ("root", last)][::-1]:
         sch.compute_at(sch.get_block(name), row)
     sch.parallel(row)
     x = rand(6, 13)
@@ -182,7 +180,7 @@ def test_layer_norm_stats_computed_at_the_row_loop():
     b = te.placeholder((17,), name="b")
     out = ops.layer_norm(X, g, b)
     sch = Schedule(te.create_prim_func([X, g, b, out]))
-    names = [n for n in sch.state.index.blocks if n != "root"]
+    names = [n for n in sch.block_names() if n != "root"]
     row = sch.get_loops(sch.get_block(names[-1]))[0]
     for name in names[-2::-1]:
         sch.compute_at(sch.get_block(name), row)

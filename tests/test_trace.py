@@ -117,7 +117,7 @@ def test_with_decision_changes_the_replayed_schedule():
     new = sch.trace.with_decision(tile, choice)
     fresh = Schedule(func)
     new.apply_to_schedule(fresh)
-    loops = [lp.extent for lp in fresh.state.loops_of("C")]
+    loops = [lp.extent for lp in fresh.enclosing_loops("C")]
     assert loops[0] == choice[0] * 3  # i0 fused with j0 (48 / 16 = 3)
     assert choice[1] in loops and choice[2] in loops
     assert fresh.trace.decisions[fresh.trace.insts[2]] == choice

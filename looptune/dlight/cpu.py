@@ -63,9 +63,8 @@ def _vector_axis(sch, b, spatial: list, lanes: int) -> int:
     innermost on a tie."""
     from ..tir.arith import Simplifier
     blk = sch.get(b)
-    entry = sch._block(b)
     bind = {}  # loop var -> the block iter var it drives
-    for iv, val in zip(blk.iter_vars, entry.node.iter_values):
+    for iv, val in zip(blk.iter_vars, sch.realize(b).iter_values):
         for lp in spatial:
             if val is sch.get(lp).loop_var:
                 bind[id(lp)] = iv.var

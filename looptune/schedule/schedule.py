@@ -2,16 +2,20 @@
 
 Every method is thin: it runs one registered instruction (see `primitives/`) and appends it
 to `sch.trace`. A failed request raises ScheduleError and leaves the schedule unchanged.
+The queries (`block_names`, `enclosing_loops`, `realize`, ...) read the current function and
+record nothing; `checkpoint` / `rewind` let search return to an earlier point cheaply.
 """
 from __future__ import annotations
 
 import numbers
 import os
 import random
+from dataclasses import dataclass
 
 from ..tir.func import PrimFunc
-from ..tir.stmt import Block, For
+from ..tir.stmt import Block, BlockRealize, For
 from . import primitives  # noqa: F401  (registers the instruction kinds)
+from .primitives.compute_at import _location_loops
 from .error import ScheduleError
 from .state import State
 from .trace import INSTRUCTIONS, BlockRV, ExprRV, Instruction, InstructionKind, LoopRV, RV, Trace
@@ -39,6 +43,17 @@ def _frozen(value):
     if isinstance(value, (list, tuple)):
         return tuple(_frozen(x) for x in value)
     return value
+
+
+@dataclass(frozen=True, eq=False)
+class Checkpoint:
+    """A schedule as it was after its first `length` instructions (see Schedule.checkpoint)."""
+    func: PrimFunc
+    rvs: dict           # handle -> its value then
+    rand_state: tuple   # the sampling state then
+    length: int         # instructions in the trace then
+    last: object        # the last of them (None if none): rewind checks it is the same trace
+    original: PrimFunc
 
 
 class Schedule:
@@ -73,6 +88,39 @@ class Schedule:
             out.rand.seed(seed)
         return out
 
+    def checkpoint(self) -> Checkpoint:
+        """The schedule as it is now, taken cheaply (the IR is immutable; the handle table is
+        copied): `rewind` returns to it without replaying what came before. Search keeps one
+        before every sampling instruction, so a changed decision replays from there."""
+        insts = self.trace.insts
+        return Checkpoint(self.state.func, dict(self._rv), self.rand.getstate(), len(insts),
+                          insts[-1] if insts else None, self.original)
+
+    def rewind(self, checkpoint: Checkpoint, *, seed: int | None = None) -> "Schedule":
+        """A new schedule as this one was at `checkpoint` (taken on it, or on a schedule it
+        was copied or rewound from): that function, those handles, and the trace up to there
+        with its decisions. `seed` reseeds its sampling; without it, sampling goes on from the
+        checkpoint's state. This schedule is left as it is."""
+        n, insts = checkpoint.length, self.trace.insts
+        if checkpoint.original is not self.original or n > len(insts) or (
+                n and insts[n - 1] is not checkpoint.last):
+            raise ValueError("rewind: the checkpoint was not taken on this schedule's trace")
+        out = Schedule.__new__(Schedule)
+        out.state = State(checkpoint.func)
+        out.original = self.original
+        prefix = insts[:n]
+        out.trace = Trace(prefix, {i: self.trace.decisions[i] for i in prefix
+                                   if i in self.trace.decisions})
+        out._rv = dict(checkpoint.rvs)
+        if seed is None:
+            out.seed = self.seed
+            out.rand = random.Random()
+            out.rand.setstate(checkpoint.rand_state)
+        else:
+            out.seed = seed
+            out.rand = random.Random(seed)
+        return out
+
     def fork_seed(self) -> int:
         return self.rand.randrange(1 << 31)
 
@@ -101,8 +149,59 @@ class Schedule:
     def show(self) -> str:
         return self.func.script()
 
+    # ------------------------------------------------------------------ queries
+    # What rules, postprocessors and analyses ask about the current function while deciding
+    # what to do. They record nothing in the trace (get_block / get_loops do: use those for
+    # handles that later instructions take). `block` is a handle or a block's name.
+    def block_names(self) -> list[str]:
+        """The names of all blocks of the current function, "root" first, in pre-order
+        (within a scope, in program order)."""
+        return list(self.state.index.blocks)
+
+    def has_block(self, name: str) -> bool:
+        """Does a block of this name exist now (an inlining removes one)?"""
+        return name in self.state.index.blocks
+
+    def realize(self, block) -> BlockRealize:
+        """The BlockRealize of a block: its iter_values (each iteration variable's binding, in
+        the loop variables around it) and its predicate."""
+        return self._block_entry(block).node
+
+    def parents(self, block_or_loop) -> tuple:
+        """The statements enclosing a block or loop, outermost first: loops, blocks (a block
+        encloses its body as its BlockRealize, then its Block), ifs, allocations."""
+        if isinstance(block_or_loop, LoopRV):
+            return self._loop(block_or_loop).parents
+        return self._block_entry(block_or_loop).parents
+
+    def enclosing_loops(self, block) -> list[For]:
+        """The For nodes around a block, outermost first: get_loops' loops as they are now,
+        without recording a GetLoops."""
+        return [p for p in self._block_entry(block).parents if isinstance(p, For)]
+
+    def exists(self, rv) -> bool:
+        """Does a handle still stand for a loop or block of the current function? False once
+        a later split, fuse or inlining replaced it, and for handles of another schedule."""
+        if isinstance(rv, LoopRV):
+            var = self._rv.get(rv)
+            return var is not None and not isinstance(var, str) and var in self.state.index.loops
+        if isinstance(rv, BlockRV):
+            return self._rv.get(rv) in self.state.index.blocks
+        if isinstance(rv, ExprRV):
+            return rv in self._rv
+        raise TypeError(f"not a schedule handle: {rv!r}")
+
+    def compute_locations(self, block) -> list[For]:
+        """The loops that sample_compute_location's decisions 0..n-1 stand for: those every
+        consumer of the block shares, outermost first (compute_at checks each for legality)."""
+        return _location_loops(self, block)
+
     # ------------------------------------------------------------------ instruction plumbing
-    def _apply(self, kind: InstructionKind | str, inputs, attrs, decision=None):
+    def apply_instruction(self, kind: InstructionKind | str, inputs, attrs, decision=None) -> tuple:
+        """Run one instruction (a kind or its name) on handles of this schedule and record it:
+        what every method here does, and what a trace replay does for each instruction. A
+        sampling kind takes `decision` (None: sample). Returns the outputs; on ScheduleError
+        the schedule is unchanged."""
         if isinstance(kind, str):
             kind = INSTRUCTIONS[kind]
         saved_func, saved_rv = self.state.func, dict(self._rv)
@@ -157,6 +256,10 @@ class Schedule:
         self._rv[rv] = value
         return rv
 
+    def _block_entry(self, block):
+        """The index entry of a block given by handle or by name."""
+        return self.state.block(block) if isinstance(block, str) else self._block(block)
+
     def _loop_or_block(self, rv):
         if isinstance(rv, LoopRV):
             return self._loop(rv)
@@ -166,19 +269,19 @@ class Schedule:
 
     # ------------------------------------------------------------------ lookups
     def get_block(self, name: str) -> BlockRV:
-        return self._apply("GetBlock", [], [name])[0]
+        return self.apply_instruction("GetBlock", [], [name])[0]
 
     def get_loops(self, block: BlockRV) -> list[LoopRV]:
-        return list(self._apply("GetLoops", [block], []))
+        return list(self.apply_instruction("GetLoops", [block], []))
 
     def get_child_blocks(self, block_or_loop) -> list[BlockRV]:
-        return list(self._apply("GetChildBlocks", [block_or_loop], []))
+        return list(self.apply_instruction("GetChildBlocks", [block_or_loop], []))
 
     def get_producers(self, block: BlockRV) -> list[BlockRV]:
-        return list(self._apply("GetProducers", [block], []))
+        return list(self.apply_instruction("GetProducers", [block], []))
 
     def get_consumers(self, block: BlockRV) -> list[BlockRV]:
-        return list(self._apply("GetConsumers", [block], []))
+        return list(self.apply_instruction("GetConsumers", [block], []))
 
     # ------------------------------------------------------------------ loops
     def split(self, loop: LoopRV, factors) -> list[LoopRV]:
@@ -187,33 +290,33 @@ class Schedule:
         loop get the guard predicate `outer * inner_extent + inner < extent`."""
         if not isinstance(factors, (list, tuple)):
             raise ScheduleError(f"split: factors must be a list such as [None, 8], got {factors!r}")
-        return list(self._apply("Split", [loop, *factors], []))
+        return list(self.apply_instruction("Split", [loop, *factors], []))
 
     def fuse(self, *loops: LoopRV) -> LoopRV:
         """Fuse directly nested loops into one: fused == ((l0 * n1) + l1) * n2 + l2 ..."""
-        return self._apply("Fuse", list(loops), [])[0]
+        return self.apply_instruction("Fuse", list(loops), [])[0]
 
     def reorder(self, *loops: LoopRV) -> None:
         """Put the given loops (of one perfect nest) in the given order, outermost first."""
-        self._apply("Reorder", list(loops), [])
+        self.apply_instruction("Reorder", list(loops), [])
 
     def add_unit_loop(self, block_or_loop) -> LoopRV:
         """Wrap a block or loop in a new loop of extent 1."""
-        return self._apply("AddUnitLoop", [block_or_loop], [])[0]
+        return self.apply_instruction("AddUnitLoop", [block_or_loop], [])[0]
 
     # ------------------------------------------------------------------ annotations
     def parallel(self, loop: LoopRV) -> None:
-        self._apply("Parallel", [loop], [])
+        self.apply_instruction("Parallel", [loop], [])
 
     def vectorize(self, loop: LoopRV) -> None:
-        self._apply("Vectorize", [loop], [])
+        self.apply_instruction("Vectorize", [loop], [])
 
     def unroll(self, loop: LoopRV) -> None:
-        self._apply("Unroll", [loop], [])
+        self.apply_instruction("Unroll", [loop], [])
 
     def bind(self, loop: LoopRV, thread_axis: str) -> None:
         """Bind a loop to a GPU thread axis such as "blockIdx.x" or "threadIdx.x"."""
-        self._apply("Bind", [loop], [thread_axis])
+        self.apply_instruction("Bind", [loop], [thread_axis])
 
     def annotate(self, block_or_loop, ann_key: str, ann_val) -> None:
         """Attach key=value (an int, float, str or sampled value) to a block or loop.
@@ -222,12 +325,12 @@ class Schedule:
         is at most the value), pragma_unroll_explicit (1: unroll in the generated code rather
         than by the C compiler), pragma_parallel / vectorize extents for postprocessors."""
         if isinstance(ann_val, str):
-            self._apply("Annotate", [block_or_loop], [ann_key, ann_val])
+            self.apply_instruction("Annotate", [block_or_loop], [ann_key, ann_val])
         else:
-            self._apply("Annotate", [block_or_loop, ann_val], [ann_key])
+            self.apply_instruction("Annotate", [block_or_loop, ann_val], [ann_key])
 
     def unannotate(self, block_or_loop, ann_key: str) -> None:
-        self._apply("Unannotate", [block_or_loop], [ann_key])
+        self.apply_instruction("Unannotate", [block_or_loop], [ann_key])
 
     # ------------------------------------------------------------------ sampling
     def sample_perfect_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 16,
@@ -239,7 +342,7 @@ class Schedule:
         attrs = [n, max_innermost_factor]
         if max_factors is not None:
             attrs.append([None if m is None else int(m) for m in max_factors])
-        return list(self._apply("SamplePerfectTile", [loop], attrs, _tiles(decision)))
+        return list(self.apply_instruction("SamplePerfectTile", [loop], attrs, _tiles(decision)))
 
     def sample_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 16,
                     decision=None) -> list[ExprRV]:
@@ -247,8 +350,8 @@ class Schedule:
         or 8-aligned non-divisor wasting little (6 on 1024: a 6x16 register tile), and the
         outer ones multiply to ceil(extent / innermost). Split by them, the loop gets a
         guarded tail, which lowering partitions off the guard-free main part."""
-        return list(self._apply("SampleTile", [loop], [n, max_innermost_factor],
-                                _tiles(decision)))
+        return list(self.apply_instruction("SampleTile", [loop], [n, max_innermost_factor],
+                                           _tiles(decision)))
 
     def sample_categorical(self, candidates, probs=None, decision=None) -> ExprRV:
         """One of `candidates` (ints), drawn with probabilities `probs` (uniform if None)."""
@@ -261,7 +364,7 @@ class Schedule:
         candidates = tuple(candidates)
         probs = tuple(float(p) for p in probs) if probs is not None else tuple(
             1.0 / len(candidates) for _ in candidates)
-        return self._apply("SampleCategorical", [], [candidates, probs], decision)[0]
+        return self.apply_instruction("SampleCategorical", [], [candidates, probs], decision)[0]
 
     def sample_knob(self, name: str, candidates, decision=None) -> list[ExprRV]:
         """The value of template knob `name`: one of `candidates` (JSON values), decision its
@@ -270,74 +373,75 @@ class Schedule:
         record's trace says which config it measured."""
         if not isinstance(candidates, (list, tuple)):
             raise ScheduleError(f"sample_knob: candidates must be a list, got {candidates!r}")
-        return list(self._apply("SampleKnob", [], [name, _frozen(candidates)], decision))
+        return list(self.apply_instruction("SampleKnob", [], [name, _frozen(candidates)], decision))
 
     def sample_compute_location(self, block: BlockRV, decision=None) -> LoopRV:
         """A loop at which `block` can be computed (decision: an index into the candidate
         loops, -1 for where it is now, -2 for inline)."""
-        return self._apply("SampleComputeLocation", [block], [], decision)[0]
+        return self.apply_instruction("SampleComputeLocation", [block], [], decision)[0]
 
     # ------------------------------------------------------------------ blocks
     def compute_inline(self, block: BlockRV) -> None:
         """Inline an elementwise block into its consumers (its buffer disappears)."""
-        self._apply("ComputeInline", [block], [])
+        self.apply_instruction("ComputeInline", [block], [])
 
     def reverse_compute_inline(self, block: BlockRV) -> None:
         """Inline an elementwise consumer into its producer."""
-        self._apply("ReverseComputeInline", [block], [])
+        self.apply_instruction("ReverseComputeInline", [block], [])
 
     def compute_at(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False) -> None:
         """Move a producer under a loop of its consumer, computing only the region that the
         consumer's iteration of that loop needs."""
-        self._apply("ComputeAt", [block, loop], [bool(preserve_unit_loops)])
+        self.apply_instruction("ComputeAt", [block, loop], [bool(preserve_unit_loops)])
 
     def reverse_compute_at(self, block: BlockRV, loop: LoopRV,
                            preserve_unit_loops: bool = False) -> None:
         """Move a consumer under a loop of its producer, consuming the region produced there."""
-        self._apply("ReverseComputeAt", [block, loop], [bool(preserve_unit_loops)])
+        self.apply_instruction("ReverseComputeAt", [block, loop], [bool(preserve_unit_loops)])
 
     def cache_read(self, block: BlockRV, read_buffer_index: int, storage_scope: str) -> BlockRV:
         """A new block copying the block's read buffer #index into a `storage_scope` buffer,
         which the block then reads instead."""
-        return self._apply("CacheRead", [block], [*_ints("cache_read",
-                           read_buffer_index=read_buffer_index), storage_scope])[0]
+        index = _ints("cache_read", read_buffer_index=read_buffer_index)
+        return self.apply_instruction("CacheRead", [block], [*index, storage_scope])[0]
 
     def cache_write(self, block: BlockRV, write_buffer_index: int, storage_scope: str) -> BlockRV:
         """The block writes into a new `storage_scope` buffer; a new block copies it back."""
-        return self._apply("CacheWrite", [block], [*_ints("cache_write",
-                           write_buffer_index=write_buffer_index), storage_scope])[0]
+        index = _ints("cache_write", write_buffer_index=write_buffer_index)
+        return self.apply_instruction("CacheWrite", [block], [*index, storage_scope])[0]
 
     def set_scope(self, block: BlockRV, buffer_index: int, storage_scope: str) -> None:
-        self._apply("SetScope", [block], [*_ints("set_scope", buffer_index=buffer_index),
-                                          storage_scope])
+        index = _ints("set_scope", buffer_index=buffer_index)
+        self.apply_instruction("SetScope", [block], [*index, storage_scope])
 
     def storage_align(self, block: BlockRV, buffer_index: int, axis: int, factor: int,
                       offset: int) -> None:
         """Pad the stride of `axis` of the block's written buffer to factor*k + offset."""
-        self._apply("StorageAlign", [block], _ints("storage_align", buffer_index=buffer_index,
-                                                   axis=axis, factor=factor, offset=offset))
+        self.apply_instruction("StorageAlign", [block], _ints(
+            "storage_align", buffer_index=buffer_index, axis=axis, factor=factor, offset=offset))
 
     def pack_layout(self, block: BlockRV, read_index: int, factor: int) -> None:
         """Store the argument the block reads as read buffer #read_index with its last axis
         in blocks of `factor`, outermost: (d0, .., dn) -> (ceil(dn / factor), d0, .., dn-1,
         factor). The function then takes that argument packed; its attribute
         "packed_params" says which ones, and runtime.ndarray.pack_last_axis packs them."""
-        self._apply("PackLayout", [block], _ints("pack_layout", read_index=read_index,
-                                                 factor=factor))
+        self.apply_instruction("PackLayout", [block],
+                               _ints("pack_layout", read_index=read_index, factor=factor))
 
     def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
         """Move the block's init into its own block placed before `loop`."""
-        return self._apply("DecomposeReduction", [block, loop], [])[0]
+        return self.apply_instruction("DecomposeReduction", [block, loop], [])[0]
 
     def rfactor(self, loop: LoopRV, factor_axis: int) -> BlockRV:
         """Factor the reduction over `loop` into a partial-result block (one result per
         iteration of `loop`, stored along `factor_axis` of a new buffer) and a final
         reduction over them. Returns the partial-result block."""
-        return self._apply("RFactor", [loop], _ints("rfactor", factor_axis=factor_axis))[0]
+        return self.apply_instruction("RFactor", [loop],
+                                      _ints("rfactor", factor_axis=factor_axis))[0]
 
     def enter_postproc(self) -> None:
         """Mark the point after which the trace holds postprocessing instructions."""
-        self._apply("EnterPostproc", [], [])
+        self.apply_instruction("EnterPostproc", [], [])
 
 
 __all__ = ["Schedule", "ScheduleError", "BlockRV", "LoopRV", "ExprRV", "For", "Block"]

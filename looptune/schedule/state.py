@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..tir.func import PrimFunc
-from ..tir.functor import find_stmts, find_stmts_with_parents, node_fields
+from ..tir.functor import find_stmts_with_parents, node_fields
 from ..tir.stmt import Allocate, Block, BlockRealize, For, IfThenElse, SeqStmt, Stmt, seq
 from .error import ScheduleError
 
@@ -156,7 +156,3 @@ def child_stmts(node) -> tuple:
     body = node.body if not isinstance(node, BlockRealize) else node.block.body
     return body.stmts if isinstance(body, SeqStmt) else (body,)
 
-
-def collect_realizes(node) -> list:
-    """All BlockRealize nodes in `node`, in pre-order (not looking inside found blocks)."""
-    return find_stmts(node, BlockRealize, stop=BlockRealize)

@@ -247,12 +247,12 @@ class Trace:
             if lenient and _uses(inst.inputs, missing):
                 missing.update(inst.outputs)
                 continue
-            inputs = tuple(_map_rv(x, rv_map) for x in inst.inputs)
+            inputs = tuple(map_rvs(x, rv_map) for x in inst.inputs)
             decision = self.decisions.get(inst)
             if decision_provider is not None and inst.kind.sampling:
                 decision = decision_provider(inst, inputs, inst.attrs, decision)
             try:
-                outputs = sch._apply(inst.kind, inputs, inst.attrs, decision)
+                outputs = sch.apply_instruction(inst.kind, inputs, inst.attrs, decision)
             except ScheduleError:
                 if lenient and inst.kind.name == "GetBlock":
                     missing.update(inst.outputs)
@@ -315,7 +315,9 @@ def _collect_rvs(x, out: set):
             _collect_rvs(y, out)
 
 
-def _map_rv(x, rv_map):
+def map_rvs(x, rv_map):
+    """`x` (an instruction input) with the handles of one trace replaced by those `rv_map`
+    gives for them, looking through lists and tuples: how a replay feeds the schedule."""
     if isinstance(x, RV):
         try:
             return rv_map[x]
@@ -323,7 +325,7 @@ def _map_rv(x, rv_map):
             from .error import ScheduleError
             raise ScheduleError(f"trace replay: {x!r} is used before it is defined") from None
     if isinstance(x, (list, tuple)):
-        return type(x)(_map_rv(y, rv_map) for y in x)
+        return type(x)(map_rvs(y, rv_map) for y in x)
     return x
 
 

@@ -38,9 +38,9 @@ class FuzzSchedule(Schedule):
         super().__init__(func, seed=seed)
         self.refused: Counter = Counter()
 
-    def _apply(self, kind, inputs, attrs, decision=None):
+    def apply_instruction(self, kind, inputs, attrs, decision=None):
         try:
-            return super()._apply(kind, inputs, attrs, decision)
+            return super().apply_instruction(kind, inputs, attrs, decision)
         except ScheduleError:
             self.refused[kind if isinstance(kind, str) else kind.name] += 1
             raise

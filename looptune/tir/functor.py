@@ -193,6 +193,12 @@ def find_stmts(node, types, *, stop=()) -> list:
     return out
 
 
+def collect_realizes(node) -> list:
+    """The BlockRealize nodes in `node` (itself included), in pre-order, not looking inside
+    those found: the blocks of one scope."""
+    return find_stmts(node, BlockRealize, stop=BlockRealize)
+
+
 def find_stmts_with_parents(node, types) -> list:
     """(statement, parents) for the statements of `node` that are instances of `types`, in
     the order of find_stmts; parents are the statements enclosing it from `node` down,

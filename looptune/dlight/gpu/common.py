@@ -43,8 +43,7 @@ def reduce_threads(n: int, cap: int) -> int:
 
 
 def is_bound(sch, name: str) -> bool:
-    return any(isinstance(p, For) and p.kind == "thread_binding"
-               for p in sch.state.block(name).parents)
+    return any(lp.kind == "thread_binding" for lp in sch.enclosing_loops(name))
 
 
 def is_reduction(block) -> bool:
@@ -200,7 +199,7 @@ def stage_in_shared(sch, cache, loop, threads: int) -> None:
     the computation: loops with one thread tag share the hardware index)."""
     sch.compute_at(cache, loop)
     var = sch.get(loop).loop_var
-    depth = [lp.loop_var for lp in sch.state.loops_of(sch.get(cache).name)].index(var) + 1
+    depth = [lp.loop_var for lp in sch.enclosing_loops(cache)].index(var) + 1
     copy = sch.get_loops(cache)[depth:]
     if copy:
         _, t = sch.split(fuse(sch, copy), [None, threads])

@@ -105,7 +105,7 @@ def _step_loop(sch, b, reduce) -> tuple:
     indexes through a window (input channels), the others being the window's (kernel rows
     and columns)."""
     blk = sch.get(b)
-    values = sch._block(b).node.iter_values
+    values = sch.realize(b).iter_values
     windowed = set()
     for r in blk.reads:
         for mn, _ in r.region:
@@ -125,7 +125,7 @@ def _register_axis(sch, b, spatial):
     values of those reads serve every output along it: output channels, for a convolution's
     input); None where every read uses every spatial variable."""
     blk = sch.get(b)
-    values = sch._block(b).node.iter_values
+    values = sch.realize(b).iter_values
     var_of = {}
     for lp in spatial:
         v = sch.get(lp).loop_var

@@ -68,7 +68,7 @@ def spread(sch, block, row, threads: int) -> None:
     """The loops of `block` inside `row` fused and spread over `threads` threads (a reduction
     across them); one thread where there are none."""
     var = sch.get(row).loop_var
-    nest = [lp.loop_var for lp in sch.state.loops_of(sch.get(block).name)]
+    nest = [lp.loop_var for lp in sch.enclosing_loops(block)]
     depth = nest.index(var) + 1
     inner = sch.get_loops(block)[depth:]
     kinds = loop_kinds(sch, block)[depth:]

@@ -138,7 +138,7 @@ def _axes(sch, b):
     drives the output's last index, i its second last, k is the reduction; None where the
     output's indices are not loops."""
     blk = sch.get(b)
-    values = sch._block(b).node.iter_values
+    values = sch.realize(b).iter_values
     loops, kinds = sch.get_loops(b), loop_kinds(sch, b)
     loop_of, var_of = {}, {}
     for lp in loops:

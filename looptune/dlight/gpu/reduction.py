@@ -88,5 +88,5 @@ def join_row(sch, block, bx, per_block: int) -> None:
 def _depth_under(sch, block, loop) -> int:
     """How many loops of `block` are inside `loop`."""
     var = sch.get(loop).loop_var
-    loops = [lp.loop_var for lp in sch.state.loops_of(sch.get(block).name)]
+    loops = [lp.loop_var for lp in sch.enclosing_loops(block)]
     return len(loops) - loops.index(var) - 1

@@ -1,10 +1,9 @@
 """Loop kinds (parallel, vectorize, unroll, bind) and annotations on loops and blocks."""
 from __future__ import annotations
 
-from ...tir.functor import find_stmts
+from ...tir.functor import collect_realizes, find_stmts
 from ...tir.stmt import Block, BlockRealize, For, with_annotation
 from ..error import ScheduleError
-from ..state import collect_realizes
 from ..trace import ExprRV, InstructionKind, instruction, register_instruction
 from .common import check_data_parallel
 

@@ -7,10 +7,9 @@ import dataclasses
 from ...tir.analysis import access_regions
 from ...tir.arith import Simplifier, const_extent, eval_bound
 from ...tir.expr import Binary, BufferLoad, IntImm, Var, binary, const
-from ...tir.functor import substitute
+from ...tir.functor import collect_realizes, substitute
 from ...tir.stmt import Block, BlockRealize, BufferStore, For, SeqStmt
 from ..error import ScheduleError
-from ..state import collect_realizes
 from .common import loop_dom
 
 COMBINERS = {"+": "sum", "*": "prod", "min": "min", "max": "max"}

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from ...tir.arith import Simplifier
 from ...tir.expr import Binary, IntImm, Var, binary, const
-from ...tir.functor import substitute, uses_var
+from ...tir.functor import collect_realizes, substitute, uses_var
 from ...tir.stmt import For, SeqStmt, seq
 from ..error import ScheduleError
-from ..state import REMOVE, collect_realizes
+from ..state import REMOVE
 from ..trace import LoopRV, instruction
 from .blocks import (access_bounds, blocks_in, build_nest, check_no_conflict, clamp_bounds,
                      injective_indices, loop_names, loops_between, range_of, reads_of,
@@ -375,9 +375,9 @@ def _check_dense(sch, what, br, x, loop):
 
 
 def _location_loops(sch, block_rv) -> list:
-    """The loops every consumer of the block shares, outermost first: where compute_at may
-    put it (legality is checked by trying)."""
-    entry = sch._block(block_rv)
+    """The loops every consumer of the block (a handle or a name) shares, outermost first:
+    where compute_at may put it (legality is checked by trying)."""
+    entry = sch._block_entry(block_rv)
     b = entry.node.block
     if len(b.writes) != 1:
         return []
@@ -398,9 +398,9 @@ def _legal(sch, block_rv, target) -> bool:
     trial = sch.copy()
     try:
         if target == INLINE:
-            trial._apply("ComputeInline", [block_rv], [])
+            trial.apply_instruction("ComputeInline", [block_rv], [])
         elif target != ROOT:
-            trial._apply("ComputeAt", [block_rv, trial._new(LoopRV, target)], [False])
+            trial.apply_instruction("ComputeAt", [block_rv, trial._new(LoopRV, target)], [False])
         return True
     except ScheduleError:
         return False

@@ -1,9 +1,9 @@
 """Lookups: blocks by name, the loops around a block, children, producers and consumers."""
 from __future__ import annotations
 
+from ...tir.functor import collect_realizes
 from ...tir.stmt import For
 from ..error import ScheduleError
-from ..state import collect_realizes
 from ..trace import BlockRV, LoopRV, instruction
 
 

@@ -7,10 +7,10 @@ elementwise consumer into its producer (reverse_compute_inline).
 from __future__ import annotations
 
 from ...tir.expr import BufferLoad
-from ...tir.functor import substitute, transform, visit
+from ...tir.functor import collect_realizes, substitute, transform, visit
 from ...tir.stmt import BlockRealize, BufferStore
 from ..error import ScheduleError
-from ..state import REMOVE, collect_realizes
+from ..state import REMOVE
 from ..trace import instruction
 from .blocks import injective_indices, refreshed, writes_of
 

@@ -9,10 +9,9 @@ from math import prod
 
 from ...tir import dtype as dt
 from ...tir.expr import Var, binary, const
-from ...tir.functor import uses_var
+from ...tir.functor import collect_realizes, uses_var
 from ...tir.stmt import For
 from ..error import ScheduleError
-from ..state import collect_realizes
 from ..trace import LoopRV, instruction
 from .common import loop_dom, rebind
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 from ...tir.buffer import Buffer
 from ...tir.arith import Simplifier, eval_bound
 from ...tir.expr import Binary, BufferLoad, IntImm, Var, binary, const
-from ...tir.functor import substitute, uses_var
+from ...tir.functor import collect_realizes, substitute, uses_var
 from ...tir.stmt import TRUE, Block, BlockRealize, BufferStore, For, IterVar, seq
 from ..error import ScheduleError
-from ..state import collect_realizes
 from ..trace import BlockRV, instruction
 from .blocks import blocks_in, reads_of, reduction_parts, refreshed, scope_stmts
 from .cache import _insert_at_scope, _unique_block_name

@@ -13,8 +13,7 @@ trace keeps only the annotation (with the vector length as a decision)."""
 from __future__ import annotations
 
 from ...schedule import ScheduleError
-from ...schedule.state import collect_realizes
-from ...tir.stmt import For
+from ...tir.functor import collect_realizes
 from ..schedule_rule.multi_level_tiling import COOPERATIVE_FETCH
 from .base import Postproc
 
@@ -22,8 +21,8 @@ from .base import Postproc
 @Postproc.registry.register("rewrite-cooperative-fetch")
 class RewriteCooperativeFetch(Postproc):
     def apply(self, sch) -> bool:
-        names = [name for name, e in sch.state.index.blocks.items()
-                 if e.node.block.annotation(COOPERATIVE_FETCH) is not None]
+        names = [name for name in sch.block_names()
+                 if sch.realize(name).block.annotation(COOPERATIVE_FETCH) is not None]
         for name in names:
             block = sch.get_block(name)
             vec = int(sch.get(block).annotation(COOPERATIVE_FETCH))
@@ -33,7 +32,7 @@ class RewriteCooperativeFetch(Postproc):
 
     @staticmethod
     def _rewrite(sch, block, name: str, vec: int):
-        parents = [p for p in sch.state.block(name).parents if isinstance(p, For)]
+        parents = sch.enclosing_loops(name)
         threads = max((p.extent for p in parents
                        if p.kind == "thread_binding" and p.thread == "threadIdx.x"), default=0)
         # the copy's own loops: the innermost serial loops that hold this block alone

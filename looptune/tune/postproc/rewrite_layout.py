@@ -58,7 +58,7 @@ class RewriteLayout(Postproc):
             if pos in dict(sch.func.attr(PACKED, ())):
                 continue
             buf = sch.func.params[pos]
-            readers = [br for br in (e.node for e in sch.state.index.blocks.values())
+            readers = [br for br in map(sch.realize, sch.block_names())
                        if any(r.buffer is buf for r in br.block.reads)]
             if len(readers) != 1 or not readers[0].block.is_reduction:
                 continue
@@ -77,7 +77,7 @@ class RewriteLayout(Postproc):
             for iv, v in zip(block.iter_vars, br.iter_values):
                 if iv.kind == "R":
                     reduce_vars |= collect_vars(v)
-            f = block_factor(sch.state.loops_of(block.name), binding, reduce_vars)
+            f = block_factor(sch.enclosing_loops(block.name), binding, reduce_vars)
             if f is None or f >= buf.shape[-1]:
                 continue
             read_index = next(i for i, r in enumerate(block.reads) if r.buffer is buf)

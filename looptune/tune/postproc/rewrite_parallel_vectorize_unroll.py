@@ -9,8 +9,7 @@ from __future__ import annotations
 from math import prod
 
 from ...schedule import ScheduleError
-from ...schedule.state import collect_realizes
-from ...tir.functor import uses_var
+from ...tir.functor import collect_realizes, uses_var
 from ...tir.stmt import For
 from ..schedule_rule.parallel_vectorize_unroll import PARALLEL, VECTORIZE
 from .base import Postproc

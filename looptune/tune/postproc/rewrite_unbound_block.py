@@ -5,8 +5,7 @@ fuse."""
 from __future__ import annotations
 
 from ...codegen.gpu.program import BLOCK_TAGS, THREAD_TAGS
-from ...schedule.state import collect_realizes
-from ...tir.functor import find_stmts
+from ...tir.functor import collect_realizes, find_stmts
 from ...tir.stmt import For, SeqStmt
 from ..schedule_rule.auto_bind import bind_block_threads, max_threads_of
 from .base import Postproc

@@ -53,11 +53,11 @@ class VerifyCPU(Postproc):
         return not bad
 
     def _register_tiles_fit(self, sch) -> bool:
-        for name, entry in sch.state.index.blocks.items():
-            if entry.node.block.annotation(TILED) is None:
+        for name in sch.block_names():
+            if sch.realize(name).block.annotation(TILED) is None:
                 continue
-            kinds = loop_kinds(sch, _rv(sch, name))
-            loops = [p for p in entry.parents if isinstance(p, For)]
+            kinds = loop_kinds(sch, name)
+            loops = sch.enclosing_loops(name)
             if "R" not in kinds:
                 continue
             last_r = max(i for i, k in enumerate(kinds) if k == "R")
@@ -66,9 +66,3 @@ class VerifyCPU(Postproc):
             if tile > self.max_register_tile:
                 return False
         return True
-
-
-def _rv(sch, name: str):
-    """A handle for a block, outside the trace (a lookup that records nothing)."""
-    from ...schedule.trace import BlockRV
-    return sch._new(BlockRV, name)

@@ -3,18 +3,15 @@ from __future__ import annotations
 
 from ...tir.expr import BufferLoad, Select
 from ...tir.functor import uses_var, visit
-from ...tir.stmt import BufferStore, For
+from ...tir.stmt import BufferStore
 
 
 def loop_kinds(sch, block) -> list:
-    """"S" / "R" per loop of the block: the loop drives only spatial / only reduction
-    variables; "O" for a loop that drives both or neither."""
-    entry = sch._block(block)
-    br = entry.node
+    """"S" / "R" per loop of the block (a handle or a name): the loop drives only spatial /
+    only reduction variables; "O" for a loop that drives both or neither."""
+    br = sch.realize(block)
     out = []
-    for p in entry.parents:
-        if not isinstance(p, For):
-            continue
+    for p in sch.enclosing_loops(block):
         kinds = {iv.kind for iv, v in zip(br.block.iter_vars, br.iter_values)
                  if uses_var(v, {p.loop_var})}
         out.append(kinds.pop() if len(kinds) == 1 else "O")

@@ -13,8 +13,7 @@ THREAD_EXTENTS = (32, 64, 128, 256, 512, 1024)
 
 def is_bound(sch, name: str) -> bool:
     """Does block `name` sit under a loop bound to a GPU thread axis?"""
-    return any(isinstance(p, For) and p.kind == "thread_binding"
-               for p in sch.state.block(name).parents)
+    return any(lp.kind == "thread_binding" for lp in sch.enclosing_loops(name))
 
 
 def max_threads_of(target) -> int:
@@ -58,8 +57,8 @@ def waits_for_fusion(sch, b) -> bool:
     if b.init is not None:
         return False
     reads = {r.buffer for r in b.reads}
-    for name, entry in sch.state.index.blocks.items():
-        p = entry.node.block
+    for name in sch.block_names():
+        p = sch.realize(name).block
         if p.init is not None and any(w.buffer in reads for w in p.writes) \
                 and not is_bound(sch, name):
             return True

@@ -42,7 +42,7 @@ class CrossThreadReduction(ScheduleRule):
         if b.name == "root" or b.init is None or has_reuse(b) or is_bound(sch, b.name):
             return [sch]
         kinds = loop_kinds(sch, block)
-        loops = sch.state.loops_of(b.name)
+        loops = sch.enclosing_loops(block)
         if "R" not in kinds or "O" in kinds or any(lp.kind != "serial" for lp in loops):
             return [sch]
         space = prod(lp.extent for lp, k in zip(loops, kinds) if k == "S")
@@ -90,7 +90,7 @@ class CrossThreadReduction(ScheduleRule):
             threads = self._threads(sch, red)
         var = sch.get(target).loop_var
         sch.compute_at(block, target)
-        skip = [lp.loop_var for lp in sch.state.loops_of(sch.get(block).name)].index(var) + 1
+        skip = [lp.loop_var for lp in sch.enclosing_loops(block)].index(var) + 1
         self._reduce_over_threads(sch, block, skip, threads)
         return sch
 
@@ -134,7 +134,7 @@ def _fusion_loop(sch, block):
     consumers = sch.get_consumers(block)
     if not consumers:
         return None
-    nests = [sch.state.loops_of(sch.get(c).name) for c in consumers]
+    nests = [sch.enclosing_loops(c) for c in consumers]
     common = 0
     while all(len(n) > common for n in nests) and \
             len({n[common].loop_var for n in nests}) == 1:
@@ -152,16 +152,14 @@ def thread_extent_under(sch, loop):
     var = sch.get(loop).loop_var
     bound = {inst.inputs[0] for inst in sch.trace.insts
              if inst.kind.name == "Bind" and inst.attrs[0] == "threadIdx.x"}
-    loops = sch.state.index.loops
     for inst in sch.trace.insts:
         if inst.kind.name != "Split":
             continue
         for out, factor in zip(inst.outputs, inst.inputs[1:]):
             if out not in bound or factor is None:
                 continue
-            entry = loops.get(sch._rv.get(out))
-            if entry is None or all(getattr(p, "loop_var", None) is not var
-                                    for p in entry.parents):
+            if not sch.exists(out) or all(getattr(p, "loop_var", None) is not var
+                                          for p in sch.parents(out)):
                 continue
             return factor
     return None

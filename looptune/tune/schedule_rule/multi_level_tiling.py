@@ -84,7 +84,7 @@ class MultiLevelTiling(ScheduleRule):
         kinds = loop_kinds(sch, block)
         if "O" in kinds or not kinds:
             return [sch]
-        if any(lp.kind != "serial" for lp in sch.state.loops_of(b.name)):
+        if any(lp.kind != "serial" for lp in sch.enclosing_loops(block)):
             return [sch]  # scheduled already (bound, parallel, ...)
         try:
             groups = self._tile(sch, block, kinds)
@@ -204,7 +204,7 @@ class MultiLevelTiling(ScheduleRule):
         cached = sch.cache_write(block, 0, self.write_scope)
         sch.reverse_compute_at(cached, loop)
         if fusible and all(lp.kind == "serial"
-                           for lp in sch.state.loops_of(sch.get(consumers[0]).name)):
+                           for lp in sch.enclosing_loops(consumers[0])):
             try:
                 sch.reverse_compute_inline(consumers[0])
             except ScheduleError:

@@ -3,12 +3,10 @@ some decisions; it keeps a snapshot of the schedule before every sampling instru
 changed decision replays from there instead of from the unscheduled function."""
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 
-from ...schedule import Schedule, ScheduleError, Trace
-from ...schedule.state import State
-from ...schedule.trace import _map_rv
+from ...schedule import Checkpoint, Schedule, ScheduleError, Trace
+from ...schedule.trace import map_rvs
 from ...tir.structural import structural_hash
 from ..schedule_rule.parallel_vectorize_unroll import PARALLEL
 from .base import MeasureCandidate
@@ -54,10 +52,8 @@ class DesignSpace:
 
 @dataclass(eq=False)
 class Snapshot:
-    func: object       # the PrimFunc before the sampling instruction
-    rvs: dict          # the schedule's handle values then
-    rv_map: dict       # space-trace handle -> this schedule's handle
-    rand_state: tuple
+    checkpoint: Checkpoint  # the schedule before the sampling instruction
+    rv_map: dict            # space-trace handle -> this schedule's handle
 
 
 @dataclass(eq=False)
@@ -81,29 +77,20 @@ def replay(space: DesignSpace, func, seed: int, *, decisions: dict | None = None
         rv_map, start = {}, 0
     else:
         snap = base.snapshots[start]
-        sch = Schedule.__new__(Schedule)
-        sch.state = State(snap.func)
-        sch.original = base.sch.original
-        prefix = base.sch.trace.insts[:start]
-        sch.trace = Trace(prefix, {i: base.sch.trace.decisions[i] for i in prefix
-                                   if i in base.sch.trace.decisions})
-        sch._rv = dict(snap.rvs)
-        sch.seed = seed
-        sch.rand = random.Random(seed)
+        sch = base.sch.rewind(snap.checkpoint, seed=seed)
         rv_map = dict(snap.rv_map)
     snapshots = {p: s for p, s in base.snapshots.items() if p < start} if base else {}
     info = {p: v for p, v in base.info.items() if p < start} if base else {}
     out_decisions = {p: d for p, d in (base.decisions.items() if base else ()) if p < start}
     for pos in range(start, len(space.insts)):
         inst = space.insts[pos]
-        inputs = tuple(_map_rv(x, rv_map) for x in inst.inputs)
+        inputs = tuple(map_rvs(x, rv_map) for x in inst.inputs)
         decision = None
         if inst.kind.sampling:
-            snapshots[pos] = Snapshot(sch.state.func, dict(sch._rv), dict(rv_map),
-                                      sch.rand.getstate())
+            snapshots[pos] = Snapshot(sch.checkpoint(), dict(rv_map))
             decision = decisions.get(pos)
             info[pos] = _info(sch, inst, inputs)
-        outputs = sch._apply(inst.kind, inputs, inst.attrs, decision)
+        outputs = sch.apply_instruction(inst.kind, inputs, inst.attrs, decision)
         if inst.kind.sampling:
             out_decisions[pos] = sch.trace.decisions[sch.trace.insts[-1]]
         for old, new in zip(inst.outputs, outputs):
@@ -115,10 +102,9 @@ def _info(sch, inst, inputs):
     """What a mutator needs to propose a new decision for this instruction."""
     name = inst.kind.name
     if name in ("SamplePerfectTile", "SampleTile"):
-        return sch._loop(inputs[0]).node.extent
+        return sch.get(inputs[0]).extent
     if name == "SampleComputeLocation":
-        from ...schedule.primitives.compute_at import _location_loops
-        return len(_location_loops(sch, inputs[0]))
+        return len(sch.compute_locations(inputs[0]))
     if name == "SampleCategorical":
         return len(inst.attrs[0])
     return None

@@ -3,7 +3,7 @@ last, each rule turning each schedule so far into one or more."""
 from __future__ import annotations
 
 from ...schedule import Schedule
-from ...schedule.state import collect_realizes
+from ...tir.functor import collect_realizes
 from .base import SpaceGenerator
 
 
@@ -20,7 +20,7 @@ class PostOrderApply(SpaceGenerator):
             for rule in self.sch_rules:
                 nxt = []
                 for sch in schs:
-                    if name not in sch.state.index.blocks:  # inlined by an earlier rule
+                    if not sch.has_block(name):  # inlined by an earlier rule
                         nxt.append(sch)
                         continue
                     nxt.extend(rule.apply(sch, sch.get_block(name)))
