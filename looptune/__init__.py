@@ -1,5 +1,5 @@
 """looptune: a search-based auto-tuning compiler for tensor programs."""
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401
 
 from . import te, tir  # noqa: E402
 from .build import build  # noqa: E402

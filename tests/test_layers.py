@@ -107,3 +107,47 @@ def test_the_check_sees_each_kind_of_reach():
     path = PACKAGE / "tune" / "postproc" / "example.py"
     lines = sorted({int(v.split(":")[1]) for v in violations(path, src)})
     assert lines == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+
+
+# ------------------------------------------------------------------------------ the layers
+def _lint_imports(root: Path) -> tuple[int, str]:
+    """import-linter's verdict on the contracts in pyproject.toml, for the package at `root`."""
+    import os
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", "import sys; from importlinter.cli import "
+                          "lint_imports; sys.exit(lint_imports(no_cache=True))"],
+                         cwd=root, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(root)}, timeout=300)
+    return out.returncode, out.stdout + out.stderr
+
+
+def test_packages_import_only_from_the_layers_below():
+    """pyproject.toml's import-linter contracts: the layers of docs/ARCHITECTURE.md, and no
+    cycle between top-level packages."""
+    rc, out = _lint_imports(ROOT)
+    assert rc == 0, out
+    assert "2 kept, 0 broken" in out
+
+
+# imports that once ran back up the layers; each must break the contract if it came back
+BACK_UP = [("schedule/schedule.py", "from ..codegen import lower_loops"),
+           ("tir/interpreter_gpu.py", "from ..codegen import gpu"),
+           ("target/target.py", "from ..runtime import cuda"),
+           ("runtime/cuda.py", "from ..codegen.cuda import launch_table"),
+           ("codegen/cstyle.py", "from ..runtime.error import BuildError")]
+
+
+def test_an_import_back_up_the_layers_breaks_the_contract(tmp_path):
+    import shutil
+    shutil.copytree(PACKAGE, tmp_path / "looptune",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    for rel, line in BACK_UP:
+        path = tmp_path / "looptune" / rel
+        path.write_text(path.read_text() + f"\n{line}  # noqa\n")
+    rc, out = _lint_imports(tmp_path)
+    assert rc != 0
+    for rel, _ in BACK_UP:
+        importer = "looptune." + rel.removesuffix(".py").replace("/", ".")
+        assert importer in out, (importer, out)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..runtime.error import BuildError
+from ..error import BuildError
 from ..target import TargetError
 from ..tune.error import TuneError
 from .tune import CLIError

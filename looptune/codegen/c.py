@@ -6,7 +6,7 @@ with unaligned loads/stores through a may_alias typedef of alignment 4.
 """
 from __future__ import annotations
 
-from .. import __version__
+from ..version import __version__
 from ..tir import dtype as dt
 from ..tir.expr import Broadcast, BufferLoad, Call, Cast, Ramp, Select, Var
 from ..tir.func import PrimFunc

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ..runtime.error import BuildError
+from ..error import BuildError
 from ..tir import dtype as dt
 from ..tir.buffer import Buffer
 from ..tir.expr import (Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Not, Ramp,

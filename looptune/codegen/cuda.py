@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .. import __version__
-from ..runtime.error import BuildError
+from ..version import __version__
+from ..error import BuildError
 from ..tir import dtype as dt
 from ..tir.arith import Simplifier
 from ..tir.arith.simplify import atom_key

@@ -6,7 +6,7 @@ import base64
 import html
 import time
 
-from .. import __version__
+from ..version import __version__
 from .plot import png_bytes, task_figure
 from .text import best_code, facts, fmt_secs, run_rows
 

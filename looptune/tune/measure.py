@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..runtime.compiler import compiler_version
-from ..runtime.error import BuildError
+from ..error import BuildError
 from ..schedule.primitives.layout import PACKED
 from .builder.base import BuilderInput, BuilderResult
 from .runner.base import EvaluatorConfig, RunnerInput, RunnerResult

@@ -16,7 +16,7 @@ Loops with the same thread tag share the hardware index, so the fresh `tx'` loop
 same threads as `tx`."""
 from __future__ import annotations
 
-from ...runtime.error import BuildError
+from ...error import BuildError
 from ...schedule.error import ScheduleError
 from ...schedule.primitives.blocks import COMBINERS, reduction_parts
 from ...te.intrin import _IDENTITY

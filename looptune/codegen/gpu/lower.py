@@ -11,7 +11,7 @@ a GpuProgram. The CPU pipeline does most of the work; what differs is here:
 5. barriers go where shared memory is written and then read by other threads (sync.py)."""
 from __future__ import annotations
 
-from ...runtime.error import BuildError
+from ...error import BuildError
 from ...target import Target
 from ...tir.expr import BufferLoad
 from ...tir.func import PrimFunc

@@ -11,7 +11,7 @@ depends on the thread (or in a thread loop shorter than the launch) is an error,
 silent hang."""
 from __future__ import annotations
 
-from ...runtime.error import BuildError
+from ...error import BuildError
 from ...tir.expr import BufferLoad
 from ...tir.functor import stmt_children, uses_var, visit
 from ...tir.stmt import (Allocate, BufferStore, Evaluate, For, IfThenElse, SeqStmt, barrier,

@@ -19,7 +19,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from ... import __version__
+from ...version import __version__
 from ..error import DatabaseError
 from .base import Database, TuningRecord, Workload
 from ._view import Skipper, View

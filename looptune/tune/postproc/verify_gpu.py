@@ -15,7 +15,7 @@ from __future__ import annotations
 from math import prod
 
 from ...codegen.gpu import lower_gpu
-from ...runtime.error import BuildError
+from ...error import BuildError
 from ...target import Target
 from ...tir import dtype as dt
 from ...tir.expr import BufferLoad

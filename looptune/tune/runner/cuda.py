@@ -27,7 +27,7 @@ from multiprocessing.connection import Connection
 import numpy as np
 
 from ...runtime.child import start_child, stop_child
-from ...runtime.error import RunError
+from ...error import RunError
 from ...runtime.ndarray import pack_args, random_args as make_args
 from .base import Runner, RunnerInput, RunnerResult
 from .local import LocalRunner, _WorkerLost, _WorkerProcess

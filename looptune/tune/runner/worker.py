@@ -21,7 +21,7 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from ...runtime.error import RunError
+from ...error import RunError
 from ...runtime.module import Module
 from ...runtime.ndarray import INT_SENTINEL, pack_args, random_args as make_args
 from ...runtime.timer import timer_lib
