@@ -36,7 +36,7 @@ class CpuDefault(Rule):
 
 
 def cpu_schedule(sch, target) -> Schedule:
-    lanes = max(1, target.vector_bits // 32)
+    lanes = target.vector_lanes_f32
     for name in _block_names(sch):
         blk = sch.get(sch.get_block(name))
         if is_elementwise(blk) and not has_select(blk):
