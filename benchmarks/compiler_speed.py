@@ -15,8 +15,7 @@ import statistics
 import time
 
 from looptune import te
-from looptune.codegen import CRenderer, lower
-from looptune.runtime import compile_shared
+from looptune.backend import Backend, Source
 from looptune.schedule import Schedule, Trace
 
 
@@ -76,20 +75,22 @@ def main():
     func = matmul(1024)
     sch = tiled_schedule(func)
     trace = Trace.from_json(sch.trace.to_json())
-    lowered = lower(sch.func)
-    source = CRenderer().render(lowered)
+    backend = Backend.for_target("cpu")  # what a trial's build does, step by step
+    lowered = backend.lower(sch.func)
+    source = backend.render(sch.func, lowered)
 
     def replay():
         trace.apply_to_schedule(Schedule(func, seed=0))
 
-    def cc():
-        compile_shared(source + f"\n// {time.perf_counter_ns()}\n", name="speed")
+    def cc():  # an object, then the library linked from it
+        backend.compile(Source(source.func, source.text + f"\n// {time.perf_counter_ns()}\n",
+                               source.symbol))
 
     rows = {
         "create_prim_func": timeit(lambda: matmul(1024), args.repeat),
         "trace_replay": timeit(replay, args.repeat),
-        "lower": timeit(lambda: lower(sch.func), args.repeat),
-        "render_c": timeit(lambda: CRenderer().render(lowered), args.repeat),
+        "lower": timeit(lambda: backend.lower(sch.func), args.repeat),
+        "render_c": timeit(lambda: backend.render(sch.func, lowered), args.repeat),
         "c_compiler": timeit(cc, max(3, args.repeat // 10)),
     }
     rows["lower_plus_render"] = rows["lower"] + rows["render_c"]
