@@ -103,6 +103,39 @@ def test_database_serves_records_to_workloads_with_other_block_names():
     assert got is not None and "prod_local" in got.state.index.blocks
 
 
+def test_apply_history_best_serves_a_template_whose_blocks_are_named_otherwise(tmp_path):
+    from looptune.template import MeasureResult, TemplateWarning, config_of_trace, log_to_file
+
+    @autotvm.template("test_renamed_mm_relu_other_names")
+    def other_names(m, n, k):  # renamed_mm_relu with other tensor and block names
+        A = te.placeholder((m, k), name="X")
+        B = te.placeholder((k, n), name="Y")
+        out = te.ops.relu(te.ops.matmul(A, B, name="prod"), name="out")
+        sch = lt.Schedule(te.create_prim_func([A, B, out]))
+        block = sch.get_block("prod")
+        i, j, kk = sch.get_loops(block)
+        cfg = autotvm.get_config()
+        cfg.define_split("tile_i", i, num_outputs=2, max_factor=8)
+        cfg.define_split("tile_j", j, num_outputs=2, max_factor=16)
+        io, ii = cfg["tile_i"].apply(sch, i)
+        jo, ji = cfg["tile_j"].apply(sch, j)
+        sch.reorder(io, jo, kk, ii, ji)
+        sch.reverse_compute_at(sch.get_block("out"), jo)
+        return sch, [A, B, out]
+
+    task = autotvm.task.create("test_renamed_mm_relu", args=(32, 48, 40))
+    tuner = autotvm.tuner.RandomTuner(task, seed=0)
+    tuner.tune(8, lambda inputs: [MeasureResult(costs=(1e-3 * (1 + i.config.index),))
+                                  for i in inputs], callbacks=[log_to_file(tmp_path / "log")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TemplateWarning)  # no fallback, no "no longer gives"
+        with autotvm.apply_history_best(tmp_path / "log"):
+            sch, _ = other_names(32, 48, 40)
+    other = autotvm.task.create("test_renamed_mm_relu_other_names", args=(32, 48, 40))
+    assert other.workload.key != task.workload.key
+    assert config_of_trace(other.config_space, sch.trace).index == tuner.best_config.index
+
+
 # ---------------------------------------------------------------------------- with a compiler
 @pytest.mark.cc
 def test_a_template_record_serves_workloads_with_other_names(tmp_path):

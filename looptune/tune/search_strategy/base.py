@@ -16,6 +16,15 @@ class MeasureCandidate:
     sch_hash: str      # structural hash of sch.func, for de-duplication
     _loops: PrimFunc | None = field(default=None, repr=False)
 
+    # why this candidate has no schedule (a template refused its config), or None. The task
+    # scheduler builds nothing for it and records a schedule_error with `trace`.
+    refused = None
+
+    @property
+    def trace(self):
+        """What the candidate's record stores."""
+        return self.sch.trace
+
     @property
     def lowered(self) -> PrimFunc:
         """Stage-1 lowering of the schedule (`codegen.lower_loops`), computed once and shared
