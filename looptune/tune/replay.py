@@ -14,16 +14,19 @@ from ..schedule import Schedule, ScheduleError, Trace
 from ..schedule.trace import _map_rv
 from ..tir.structural import canonical
 
-_SHAPES: dict = {}  # id(func) -> (func, canonical text with block names, without, script)
+_SHAPES: dict = {}  # id(func) -> (func, canonical text, the same blind to block names, names)
 
 
 def _shape(func) -> tuple:
+    """func's structure with and without block names, and the names a trace can depend on
+    (its printed body: block and buffer names, which cache blocks are named after)."""
     hit = _SHAPES.get(id(func))
     if hit is None or hit[0] is not func:
         if len(_SHAPES) > 256:
             _SHAPES.clear()
+        body = func.script().split("\n", 1)[-1]  # not the signature: the function's own name
         hit = _SHAPES[id(func)] = (func, canonical(func), canonical(func, block_names=False),
-                                   func.script())
+                                   body)
     return hit
 
 
@@ -45,9 +48,9 @@ def replay(record_or_trace, func, *, workload_func=None, lenient: bool = False) 
     if workload_func is None or workload_func is func:
         trace.apply_to_schedule(sch, lenient=lenient)
         return sch
-    (_, theirs, theirs_blind, theirs_text), (_, mine, mine_blind, mine_text) = (
+    (_, theirs, theirs_blind, their_names), (_, mine, mine_blind, my_names) = (
         _shape(workload_func), _shape(func))
-    if theirs == mine and theirs_text == mine_text:  # the same names: replay as it is
+    if theirs == mine and their_names == my_names:  # the same names: replay as it is
         trace.apply_to_schedule(sch, lenient=lenient)
     elif theirs_blind == mine_blind:
         _replay_mapped(trace, Schedule(workload_func, seed=0), sch)
