@@ -69,7 +69,7 @@ def summary(graph, db, target, threads) -> tuple[list, object, object]:
     untuned = compile_model(graph, None, target, num_threads=threads)
     rows = []
     for t, info in zip(extract_tasks(graph, target), tuned.desc["tasks"]):
-        n = len(db.records_of(db.key_of(t.func))) if db.has_workload(t.func) else 0
+        n = len(db.records_like(t.func)) if db.has_workload(t.func) else 0
         rows.append({"task": t.task_name, "weight": t.weight, "trials": n,
                      "best_ms": info["record_ms"]})
     total = sum(r["weight"] * r["best_ms"] for r in rows if r["best_ms"] is not None)

@@ -2,16 +2,21 @@
 
 A log is any looptune database (what `callback.log_to_file` writes, or a tune_tir work dir):
 a template's records are ordinary records of its workload whose traces hold its knobs as
-`sample_knob` instructions, so the config is read back from those decisions.
+`sample_knob` instructions, so the config is read back from those decisions - from the
+records of any workload that computes the template's in the same loops, whatever its block
+names (Database.records_like).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+from ..schedule import ScheduleError
 from ..target import Target
+from ..tir.structural import structural_hash
 from ..tune.database.base import Database, rank
 from ..tune.database.json import JSONDatabase
 from ..tune.database.sqlite import DEFAULT_FILE, SQLiteDatabase
+from ..tune.replay import replay
 from .space import config_of_trace
 from .task import _DISPATCH
 
@@ -38,6 +43,20 @@ def log_database(log) -> Database:
     return JSONDatabase(p)
 
 
+def reproduces(record, task, sch) -> bool:
+    """Does the template's schedule `sch` (run with the record's config) compute as the
+    record's schedule does, i.e. is what was measured what the template gives now? The
+    record's trace is replayed on the task's workload (tune.replay) unless it was made on
+    that very workload, where its stored hash says."""
+    if record.workload.key == task.workload.key:
+        return not record.sch_hash or structural_hash(sch.func) == record.sch_hash
+    try:
+        measured = replay(record, task.func)
+    except ScheduleError:
+        return False
+    return structural_hash(measured.func) == structural_hash(sch.func)
+
+
 class ApplyHistoryBest:
     """Inside `with apply_history_best(log):`, a template called directly runs with the
     best config of its workload in `log` (on `target`, ranked among records measured with
@@ -56,7 +75,7 @@ class ApplyHistoryBest:
         if not db.has_workload(task.func):
             return None, None
         configs, mine = {}, []
-        for rec in db.records_of(db.key_of(task.func), task.target):
+        for rec in db.records_like(task.func, task.target):
             cfg = config_of_trace(task.config_space, rec.trace) if rec.ok else None
             if cfg is not None:
                 configs[id(rec)] = cfg

@@ -1,7 +1,9 @@
-"""Measuring configs: each config's schedule is built by looptune's Builder and measured by
-its Runner exactly as tune_tir's candidates are (checked against the unscheduled program,
-identical binaries measured once, a candidate far slower than the best timed once, every
-failure a classified record), and becomes a TuningRecord with the same fields.
+"""AutoTVM's measurement API over the engine's parts. A MeasureInput is a template config as
+a measure candidate of the tuning engine: the task scheduler builds it with tune's Builder
+and measures it with tune's Runner exactly as tune_tir's candidates are (checked against the
+unscheduled program, identical binaries measured once, a candidate far slower than the best
+timed once, every failure a classified record). A MeasureResult is a RunnerResult with its
+TuningRecord, as the tuners' callbacks see it.
 
 `measure_option(builder, runner)` holds the parts; a tuner may instead be given any function
 `measure(inputs) -> results` (a fake timer for tests, a cost formula, ...).
@@ -12,28 +14,30 @@ import math
 import os
 import statistics
 import time
-import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..build import args_info
 from ..schedule import ScheduleError
 from ..tir.structural import structural_hash
-from ..tune.builder.base import Builder, BuilderInput
+from ..tune.builder.base import Builder
 from ..tune.builder.local import LocalBuilder as _LocalBuilder
 from ..tune.database.base import ERROR_CLASSES, TuningRecord
 from ..tune.error import TuneError
 from ..tune.runner.base import EvaluatorConfig, Runner, RunnerResult
 from ..tune.runner.local import LocalRunner as _LocalRunner
-from ..tune.measure import Measurements, build_reference
+from ..tune.search_strategy.base import MeasureCandidate
 
 
-@dataclass(frozen=True, eq=False)
-class MeasureInput:
-    """One config of a task to measure; its schedule is made when first asked for."""
+class MeasureInput(MeasureCandidate):
+    """One config of a task to measure. Its schedule is made - the template run with the
+    config's knob decisions - when first asked for; a config that a primitive of the template
+    refuses is `refused` (recorded as a schedule_error, never built)."""
 
-    task: object        # TemplateTask
-    config: object      # ConfigEntity
+    def __init__(self, task, config):
+        self.task = task        # TemplateTask
+        self.config = config    # ConfigEntity
+        self._loops = None
 
     @property
     def target(self):
@@ -57,6 +61,22 @@ class MeasureInput:
     def sch_hash(self) -> str:
         return structural_hash(self.sch.func)
 
+    @property
+    def refused(self) -> str | None:
+        if isinstance(self._instance, ScheduleError):
+            return f"config #{self.config.index} does not apply: {self._instance}"
+        return None
+
+    @property
+    def trace(self):
+        """The schedule's trace, or the knobs alone for a config that does not apply."""
+        if self.refused:
+            return self.task.config_trace(self.config)
+        return self.sch.trace
+
+    def __repr__(self):
+        return f"MeasureInput({self.task.name}, config #{self.config.index})"
+
 
 @dataclass(frozen=True)
 class MeasureResult:
@@ -68,6 +88,11 @@ class MeasureResult:
     aborted_early: bool = False        # timed once: far slower than the best so far
     record: TuningRecord | None = None
     timestamp: float = field(default_factory=time.time)
+
+    @staticmethod
+    def from_runner(res: RunnerResult, record: TuningRecord | None = None) -> "MeasureResult":
+        return MeasureResult(res.run_secs if res.ok else None, res.error_class, res.error_msg,
+                             res.aborted_early, record)
 
     @property
     def ok(self) -> bool:
@@ -93,19 +118,17 @@ class MeasureResult:
 
 
 def to_record(inp: MeasureInput, res: MeasureResult, measure: dict | None = None) -> TuningRecord:
-    """The record of a measured config (its schedule's trace; the knobs alone if the config
-    does not apply)."""
+    """The record of a measured config: the engine's (`res.record`), or for a result of a
+    measure function one made here (its schedule's trace; the knobs alone if the config does
+    not apply)."""
     if res.record is not None:
         return res.record
     task = inp.task
-    try:
-        trace, sch_hash = inp.sch.trace, inp.sch_hash
-    except ScheduleError:
-        trace, sch_hash = task.config_trace(inp.config), None
-    return TuningRecord(workload=task.workload, trace=trace, run_secs=res.costs if res.ok else None,
-                        target=task.target, args_info=args_info(task.func),
-                        measure=dict(measure or {}), error_class=res.error_class,
-                        error_msg=res.error_msg, time=res.timestamp, sch_hash=sch_hash)
+    return TuningRecord(workload=task.workload, trace=inp.trace,
+                        run_secs=res.costs if res.ok else None, target=task.target,
+                        args_info=args_info(task.func), measure=dict(measure or {}),
+                        error_class=res.error_class, error_msg=res.error_msg,
+                        time=res.timestamp, sch_hash=None if inp.refused else inp.sch_hash)
 
 
 # ---------------------------------------------------------------------------- the parts
@@ -132,8 +155,9 @@ class LocalRunner(_LocalRunner):
 
 class MeasureOption:
     """How configs are measured: a Builder, a Runner and the evaluator settings (stored
-    with every record). `n_parallel` configs are measured per batch (default: the builder's
-    parallel compiles, at least 2)."""
+    with every record), which the task scheduler uses for a tuner's run. `n_parallel`
+    configs are measured per batch (default: the builder's parallel compiles, at least 2);
+    `check_correctness` and `abort_ratio` are the scheduler's."""
 
     def __init__(self, builder="local", runner="local", *, evaluator: EvaluatorConfig | None = None,
                  n_parallel: int | None = None, check_correctness: bool = True,
@@ -153,9 +177,6 @@ class MeasureOption:
         self.check_correctness = check_correctness
         self.abort_ratio = abort_ratio
 
-    def measurer(self, task, *, seed: int = 0, strategy: str = "template") -> "Measurer":
-        return Measurer(self, task, seed=seed, strategy=strategy)
-
     def close(self) -> None:
         self.runner.close()
 
@@ -165,69 +186,3 @@ def measure_option(builder="local", runner="local", **kwargs) -> MeasureOption:
     (autotvm.LocalRunner(number=, repeat=, timeout=), a SimulatedRunner, ...); the keyword
     arguments are MeasureOption's."""
     return MeasureOption(builder, runner, **kwargs)
-
-
-class Measurer:
-    """Measures batches of one task's configs for one tuning run (the state a run keeps:
-    the reference build, binaries measured, the best time so far)."""
-
-    def __init__(self, option: MeasureOption, task, *, seed: int, strategy: str):
-        self.option = option
-        self.task = task
-        self.seed = seed
-        self.n_parallel = option.n_parallel
-        self.reference = None
-        self.measurements = Measurements(option.runner, option.evaluator, args_info(task.func),
-                                         seed, task.workload.key, option.abort_ratio)
-        self.best_secs = math.inf   # of the configs measured in full (not aborted early)
-        self.run_info = {"id": uuid.uuid4().hex[:12], "start": time.time(), "task": task.name,
-                         "strategy": strategy, "seed": seed}
-
-    def __call__(self, inputs: list) -> list:
-        opt, task = self.option, self.task
-        key = task.workload.key
-        out: list = [None] * len(inputs)
-        todo = []
-        for k, inp in enumerate(inputs):
-            try:
-                known = opt.runner.recall(key, inp.sch_hash, task.target)
-            except ScheduleError as e:
-                out[k] = self._result(inp, RunnerResult(error_class="schedule_error", error_msg=(
-                    f"config #{inp.config.index} does not apply: {e}")), None)
-                continue
-            if known is not None:
-                out[k] = self._result(inp, known, None)
-            else:
-                todo.append(k)
-        if todo:
-            reference = self._reference()
-            built = opt.builder.build([BuilderInput(
-                inputs[k].sch.func, task.target,
-                {"workload": key, "trace": f"{task.name} config #{inputs[k].config.index}"})
-                for k in todo])
-            for k, b in zip(todo, built):
-                out[k] = self._result(inputs[k], self._run(inputs[k], b, reference), b.source_hash)
-        return out
-
-    def _reference(self):
-        if self.option.check_correctness and self.reference is None:
-            task = self.task
-            self.reference = build_reference(self.option.builder, task.func, task.target, task.name)
-        return self.reference
-
-    def _run(self, inp: MeasureInput, b, reference) -> RunnerResult:
-        return self.measurements.run(b, inp.sch, inp.sch_hash, best_secs=self.best_secs,
-                                     reference=reference)
-
-    def _result(self, inp: MeasureInput, res: RunnerResult, source_hash) -> MeasureResult:
-        measure = self.measurements.settings(res, source_hash)
-        out = MeasureResult(res.run_secs if res.ok else None, res.error_class, res.error_msg,
-                            res.aborted_early)
-        if out.ok and not res.aborted_early:
-            self.best_secs = min(self.best_secs, out.secs)
-        record = to_record(inp, out, {**measure, "run": self.run_info})
-        return MeasureResult(out.costs, out.error_class, out.error_msg, out.aborted_early, record,
-                             out.timestamp)
-
-    def close(self) -> None:
-        self.option.close()

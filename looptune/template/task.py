@@ -93,7 +93,8 @@ class Template:
                 task.warned = True
             return task.instantiate(task.fallback_config())
         sch, tensors = task.instantiate(config)
-        if record is not None and record.sch_hash and structural_hash(sch.func) != record.sch_hash:
+        from .dispatch import reproduces
+        if record is not None and not reproduces(record, task, sch):
             warnings.warn(f"{task.name}: config #{config.index} no longer gives the schedule its "
                           "record measured (has the template changed since it was tuned?)",
                           TemplateWarning, stacklevel=2)
@@ -156,6 +157,17 @@ class TemplateTask:
 
     def fallback_config(self) -> FallbackConfigEntity:
         return FallbackConfigEntity(self.config_space, 0)
+
+    def tune_context(self, strategy="template-xgb", *, seed: int | None = None, **options):
+        """The task as the engine's TuneContext: its design space (TemplateSpace) searched
+        by a template strategy (a registered name - "template-xgb", "template-ga", ... - with
+        its `options`, or an instance), for tune_tasks beside any other task."""
+        from ..tune.context import TuneContext
+        from ..tune.search_strategy.base import SearchStrategy
+        from .space_generator import TemplateSpace
+        return TuneContext(self.func, self.target, TemplateSpace(self),
+                           SearchStrategy.create(strategy, **options), task_name=self.name,
+                           seed=seed, flops=self.flop)
 
     def __repr__(self):
         return f"Task({self.name}, {len(self.config_space)} configs, target={self.target})"

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..backend import Backend
 from ..runtime.ndarray import pack_args, random_args
-from ..schedule import Schedule, ScheduleError
+from ..schedule import ScheduleError
 from ..schedule.primitives.layout import PACKED
 from ..target import Target
 from ..tir.func import PrimFunc
@@ -19,6 +19,7 @@ from .builder.base import Builder
 from .context import TuneContext
 from .database.base import Database
 from .error import DatabaseWarning, TuneError
+from .replay import replay
 from .runner.base import EvaluatorConfig, Runner
 from .task_scheduler.base import TaskScheduler
 
@@ -194,9 +195,8 @@ def compile_tir(database: Database, func: PrimFunc, target="cpu", *, check: bool
             f"target {target.key()}" + ("" if evaluator is None else " measured with these "
                                         "settings") + "; tune it on this target first")
     for rec in records:
-        sch = Schedule(func, seed=0)
         try:
-            rec.trace.apply_to_schedule(sch, lenient=database.module_equality == "anchor-block")
+            sch = replay(rec, func, lenient=database.module_equality == "anchor-block")
         except ScheduleError as e:
             warnings.warn(f"{func.name}: a record ({rec.median_secs * 1e3:.3f} ms) no longer "
                           f"replays and is skipped: {e}", DatabaseWarning)

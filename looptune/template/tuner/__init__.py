@@ -1,12 +1,8 @@
 """Tuners over a template's ConfigSpace (AutoTVM's names): grid search, random, a genetic
-algorithm, simulated annealing, hill climbing, and XGBoost-guided search."""
-from .base import Tuner
-from .ga import GATuner
-from .grid_search import GridSearchTuner
-from .hill_climb import HillClimbTuner
-from .random_tuner import RandomTuner
-from .sa import SimulatedAnnealingTuner
-from .xgb import XGBTuner
+algorithm, simulated annealing, hill climbing, and XGBoost-guided search - each the
+engine's search strategy of that name ("template-xgb", ...) driven by the task scheduler."""
+from .base import (GATuner, GridSearchTuner, HillClimbTuner, RandomTuner,
+                   SimulatedAnnealingTuner, Tuner, XGBTuner)
 
 __all__ = ["GATuner", "GridSearchTuner", "HillClimbTuner", "RandomTuner",
            "SimulatedAnnealingTuner", "Tuner", "XGBTuner"]

@@ -184,14 +184,14 @@ def records_as_candidates(database, target, *, exclude=None, max_records: int = 
 def candidates_of_records(records, func=None):
     """(candidates, results) of tuning records, each trace replayed on `func` (default: the
     record's workload); a record whose trace no longer replays is skipped."""
-    from ...schedule import Schedule, ScheduleError
+    from ...schedule import ScheduleError
+    from ..replay import replay
     from ..runner.base import RunnerResult
     from ..search_strategy.base import MeasureCandidate
     cands, results = [], []
     for rec in records:
-        sch = Schedule(func if func is not None else rec.workload.func, seed=0)
         try:
-            rec.trace.apply_to_schedule(sch)
+            sch = replay(rec, func if func is not None else rec.workload.func)
         except ScheduleError:
             continue
         cands.append(MeasureCandidate(sch, rec.sch_hash or ""))

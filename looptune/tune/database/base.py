@@ -153,6 +153,13 @@ def rank(records, k: int, evaluator=None) -> list:
     return same[:k]
 
 
+def shape_key(func: PrimFunc) -> str:
+    """The structural hash of func blind to its block names too: workloads with one shape key
+    compute the same thing in the same loops, and a record of one applies to the others
+    (tune.replay maps its block names)."""
+    return structural_hash(func, block_names=False)
+
+
 def workload_key(func: PrimFunc, module_equality: str = "structural") -> str:
     """The database key of a function: its structural hash, or with "anchor-block" the hash
     of its dominant compute block alone (so a fused variant finds the records of the same core
@@ -167,7 +174,9 @@ def workload_key(func: PrimFunc, module_equality: str = "structural") -> str:
 
 class Database:
     """Where tuning results live. Implementations provide the five storage methods; the
-    queries are shared. `module_equality` decides which workloads count as the same."""
+    queries are shared. `module_equality` decides which workloads count as the same; under
+    "structural" the queries for a function also find the records of workloads that differ
+    from it in block names only (`records_like`), which tune.replay applies to it."""
 
     registry = Registry("database")
 
@@ -183,6 +192,8 @@ class Database:
 
     # ------------------------------------------------------------------ storage
     def has_workload(self, func: PrimFunc) -> bool:
+        """Does the database hold func's workload, or one that differs from it in block names
+        only (`_holds`)?"""
         raise NotImplementedError
 
     def commit_workload(self, func: PrimFunc) -> Workload:
@@ -210,6 +221,35 @@ class Database:
         return [r for r in self.get_all_tuning_records() if r.workload.key == key
                 and (tkey is None or r.target.key() == tkey)]
 
+    def records_like(self, func: PrimFunc, target: Target | None = None) -> list:
+        """Every record (failures included, oldest first) of func's workload and, under
+        structural module equality, of the workloads that compute the same thing in the same
+        loops under other block names: replay(record, func) applies any of them to func."""
+        if self.module_equality != "structural":
+            return self.records_of(self.key_of(func), target)
+        key, shape = self.key_of(func), shape_key(func)
+        tkey = None if target is None else Target.create(target).key()
+        return [r for r in self.get_all_tuning_records()
+                if (r.workload.key == key or self._shape_of(r.workload) == shape)
+                and (tkey is None or r.target.key() == tkey)]
+
+    def _holds(self, func: PrimFunc, workloads) -> bool:
+        """Is func's workload among `workloads` (a {key: Workload} dict), or, under structural
+        module equality, one that differs from it in block names only?"""
+        if self.key_of(func) in workloads:
+            return True
+        if self.module_equality != "structural":
+            return False
+        shape = shape_key(func)
+        return any(self._shape_of(wl) == shape for wl in workloads.values())
+
+    def _shape_of(self, workload: Workload) -> str:
+        shapes = self.__dict__.setdefault("_shapes", {})  # workload key -> shape key
+        shape = shapes.get(workload.key)
+        if shape is None:
+            shape = shapes[workload.key] = shape_key(workload.func)
+        return shape
+
     def get_top_k(self, workload, k: int, target: Target | None = None) -> list:
         """The k fastest successful records of the workload (on `target` if given), whatever
         their measurement settings (query_tuning_record ranks like with like)."""
@@ -218,29 +258,26 @@ class Database:
         return ok[:k]
 
     def newest_record(self, func: PrimFunc, target) -> TuningRecord | None:
-        """The most recently measured successful record of func on target."""
-        ok = [r for r in self.records_of(self.key_of(func), target) if r.ok]
+        """The most recently measured successful record of func (records_like) on target."""
+        ok = [r for r in self.records_like(func, target) if r.ok]
         return max(enumerate(ok), key=lambda ir: (ir[1].time, ir[0]))[1] if ok else None
 
     def query_tuning_record(self, func: PrimFunc, target, k: int = 1, *,
                             evaluator=None) -> list:
-        """The k best successful records of func on target, ranked only against records
-        measured with the same settings (`measure_settings`): those of `evaluator` (an
-        EvaluatorConfig or a record's measure dict) or, by default, of the newest successful
-        record, i.e. the latest tuning run. A lookup: nothing is written."""
-        return rank(self.records_of(self.key_of(func), target), k, evaluator)
+        """The k best successful records of func (records_like) on target, ranked only
+        against records measured with the same settings (`measure_settings`): those of
+        `evaluator` (an EvaluatorConfig or a record's measure dict) or, by default, of the
+        newest successful record, i.e. the latest tuning run. A lookup: nothing is written."""
+        return rank(self.records_like(func, target), k, evaluator)
 
     def query_schedule(self, func: PrimFunc, target, *, evaluator=None) -> Schedule | None:
-        """The best record's schedule applied to func, or None. Records whose trace no
-        longer replays are reported and skipped, never applied. (compile_tir also checks the
-        result against the unscheduled program before using it.)"""
+        """The best record's schedule applied to func (tune.replay), or None. Records whose
+        trace no longer replays are reported and skipped, never applied. (compile_tir also
+        checks the result against the unscheduled program before using it.)"""
+        from ..replay import replay
         for rec in self.query_tuning_record(func, target, k=16, evaluator=evaluator):
-            sch = Schedule(func, seed=0)
             try:
-                if self.module_equality == "anchor-block":
-                    rec.trace.apply_to_schedule(sch, lenient=True)
-                else:
-                    rec.trace.apply_to_schedule(sch)
+                sch = replay(rec, func, lenient=self.module_equality == "anchor-block")
             except ScheduleError as e:
                 import warnings
                 warnings.warn(f"skipping a record of {func.name} whose trace does not replay: {e}",

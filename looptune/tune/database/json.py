@@ -57,7 +57,7 @@ class JSONDatabase(Database):
 
     # ------------------------------------------------------------------ storage
     def has_workload(self, func) -> bool:
-        return self.key_of(func) in self._load().workloads
+        return self._holds(func, self._load().workloads)
 
     def commit_workload(self, func) -> Workload:
         view = self._load()

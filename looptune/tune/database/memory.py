@@ -12,7 +12,7 @@ class MemoryDatabase(Database):
         self._view = View(self.key_of)
 
     def has_workload(self, func) -> bool:
-        return self.key_of(func) in self._view.workloads
+        return self._holds(func, self._view.workloads)
 
     def commit_workload(self, func) -> Workload:
         return self._view.add_workload(func)

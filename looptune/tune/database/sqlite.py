@@ -133,7 +133,7 @@ class SQLiteDatabase(Database):
     # ------------------------------------------------------------------ storage
     def has_workload(self, func) -> bool:
         with self._lock:
-            return self.key_of(func) in self._refresh().workloads
+            return self._holds(func, self._refresh().workloads)
 
     def commit_workload(self, func) -> Workload:
         with self._lock:

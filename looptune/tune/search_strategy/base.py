@@ -16,6 +16,15 @@ class MeasureCandidate:
     sch: Schedule      # the finished (postprocessed) schedule
     sch_hash: str      # structural hash of sch.func, for de-duplication
 
+    # why this candidate has no schedule (a template refused its config), or None. The task
+    # scheduler builds nothing for it and records a schedule_error with `trace`.
+    refused = None
+
+    @property
+    def trace(self):
+        """What the candidate's record stores."""
+        return self.sch.trace
+
     def lowered(self, target) -> PrimFunc:
         """Stage-1 lowering of the schedule by the target's Backend, computed once per
         schedule state and shared by verification, feature extraction and the builder."""

@@ -6,7 +6,7 @@ import math
 import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...backend import args_info
 from ..builder.base import BuilderInput
@@ -15,7 +15,7 @@ from ..error import TuneError
 from ..measure import Measurements, build_reference
 from ..progress import Progress
 from ..registry import Registry
-from ..runner.base import EvaluatorConfig
+from ..runner.base import EvaluatorConfig, RunnerResult
 
 
 @dataclass(eq=False)
@@ -32,6 +32,7 @@ class TaskState:
     args_info: tuple = ()
     measurements: Measurements | None = None  # the measuring state of this run
     best_trace: object = None        # the trace of the best comparable record
+    batch_records: list = field(default_factory=list)  # the records of the batch just measured
 
 
 class TaskScheduler:
@@ -181,9 +182,10 @@ class TaskScheduler:
         ctx = task.context
         meta = {"workload": task.workload.key}
         t0 = time.perf_counter()
-        known = [runner.recall(task.workload.key, c.sch_hash, ctx.target) for c in cands]
+        known = [None if c.refused else runner.recall(task.workload.key, c.sch_hash, ctx.target)
+                 for c in cands]
         self.phase_secs["run"] += time.perf_counter() - t0
-        to_build = [c for c, k in zip(cands, known) if k is None]
+        to_build = [c for c, k in zip(cands, known) if k is None and not c.refused]
         t0 = time.perf_counter()
         reference = self._reference(task, builder) if to_build else None
         built = iter(builder.build([BuilderInput(c.sch.func, ctx.target,
@@ -197,10 +199,13 @@ class TaskScheduler:
                                              task.workload.key, abort_ratio)
         meas = task.measurements
         results = []
+        task.batch_records = []
         for cand, res in zip(cands, known):
             if self._out_of_budget() and self.measured_this_run:  # a run measures at least one
                 break
             self.measured_this_run += 1
+            if cand.refused:
+                res = RunnerResult(None, "schedule_error", cand.refused)
             b = next(built) if res is None else None
             if b is not None:  # not recalled: the runner needs the build
                 t0 = time.perf_counter()
@@ -209,11 +214,13 @@ class TaskScheduler:
                 self.phase_secs["run"] += time.perf_counter() - t0
             measure = meas.settings(res, b.source_hash if b else None)
             record = TuningRecord(
-                workload=task.workload, trace=cand.sch.trace, run_secs=res.run_secs,
+                workload=task.workload, trace=cand.trace, run_secs=res.run_secs,
                 target=ctx.target, args_info=task.args_info, measure={**measure, "run": run_info},
-                error_class=res.error_class, error_msg=res.error_msg, sch_hash=cand.sch_hash)
+                error_class=res.error_class, error_msg=res.error_msg,
+                sch_hash=None if cand.refused else cand.sch_hash)
             with self._phase("database"):
                 database.commit_tuning_record(record)
+            task.batch_records.append(record)
             task.trials += 1
             if record.ok:
                 if record.median_secs < task.best_secs:

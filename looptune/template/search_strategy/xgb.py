@@ -1,6 +1,6 @@
-"""XGBTuner: a cost model learns from the measured configs, simulated annealing over the
-model's predictions plans the next `plan_size` configs, and batches are taken from the plan
-(with probability `eps` a random config instead). The model is retrained, and the plan
+"""XGB-guided search (AutoTVM's XGBTuner): a cost model learns from the measured configs,
+simulated annealing over the model's predictions plans the next `plan_size` configs, and
+batches are taken from the plan (with probability `eps` a random config instead). The model is retrained, and the plan
 redone, every `retrain_every` measurements once `min_train` have been made (AutoTVM waits
 for a whole plan: `retrain_every=plan_size`). A space of at most `exhaustive_limit` configs
 is planned by scoring every config instead of annealing.
@@ -17,10 +17,10 @@ import math
 
 import numpy as np
 
-from ...schedule import ScheduleError
 from ...tune.cost_model.base import log_labels, normalized_labels
-from ..measure import MeasureInput
-from .base import Tuner
+from ...tune.search_strategy.base import SearchStrategy
+from ..error import TemplateError
+from .base import TemplateSearch
 
 FEATURE_TYPES = ("knob", "schedule")
 
@@ -81,15 +81,14 @@ def anneal(space, score, num: int, exclude: set, rand, *, points: int, iters: in
     return [i for i, s in ranked[:num] if s > -math.inf]
 
 
-@Tuner.registry.register("xgb")
-class XGBTuner(Tuner):
-    def __init__(self, task, *, plan_size: int = 64, feature_type: str = "knob", cost_model=None,
+@SearchStrategy.registry.register("template-xgb")
+class XGBSearch(TemplateSearch):
+    def __init__(self, *, plan_size: int = 64, feature_type: str = "knob", cost_model=None,
                  eps: float = 0.05, sa_points: int | None = None, sa_iters: int | None = None,
                  retrain_every: int = 8, min_train: int = 16, exhaustive_limit: int = 50_000,
-                 seed: int | None = None):
-        super().__init__(task, seed=seed)
+                 early_stopping: int | None = None):
+        super().__init__(early_stopping=early_stopping)
         if feature_type not in FEATURE_TYPES:
-            from ..error import TemplateError
             raise TemplateError(f"XGBTuner: unknown feature_type {feature_type!r}; use one of "
                                 f"{FEATURE_TYPES}")
         self.feature_type = feature_type
@@ -98,22 +97,25 @@ class XGBTuner(Tuner):
         self.retrain_every = max(1, retrain_every)
         self.min_train = max(1, min_train)
         self.exhaustive_limit = exhaustive_limit if feature_type == "knob" else 0
-        self._trained_at = 0        # measurements when the model was last trained
         knob = feature_type == "knob"
         self.sa_points = sa_points or (128 if knob else 32)
         self.sa_iters = sa_iters or (100 if knob else 8)
-        if knob:
+        self.model_spec = cost_model
+
+    def setup(self) -> None:
+        if self.feature_type == "knob":
             self.model = KnobModel(seed=self.seed % (1 << 31))
         else:
             from ...tune.cost_model.base import CostModel
-            self.model = CostModel.create(cost_model or "xgb", target=task.target)
+            self.model = CostModel.create(self.model_spec or "xgb", target=self.task.target)
+        self._trained_at = 0        # measurements when the model was last trained
         self.plan: list = []
         self.planned = False
         self.measured: list = []    # (config index, MeasureInput, MeasureResult)
         self.train_ct = 0
         self._trained = 0           # "schedule": measurements the cost model has seen
         self._feats: dict = {}      # config index -> knob features
-        self._cands: dict = {}      # config index -> MeasureCandidate (or None: refused)
+        self._cands: dict = {}      # config index -> MeasureInput (or None: refused)
 
     def next_batch(self, n: int) -> list:
         if not self.planned and self.feature_type == "schedule":
@@ -188,16 +190,16 @@ class XGBTuner(Tuner):
             rows.append(f)
         return np.asarray(rows, dtype=np.float32)
 
-    def candidate(self, index: int, inp: MeasureInput | None = None):
-        """The MeasureCandidate of config `index` (None if the template refuses it)."""
+    def candidate(self, index: int, inp=None):
+        """The measure candidate of config `index` (None if the template refuses it)."""
         if index not in self._cands:
-            from ...tune.search_strategy.base import MeasureCandidate
             if len(self._cands) > 4096:  # keep the measured ones, drop the rest
                 keep = {i for i, _, _ in self.measured}
                 self._cands = {i: c for i, c in self._cands.items() if i in keep}
-            inp = inp or MeasureInput(self.task, self.space.get(index))
-            try:
-                self._cands[index] = MeasureCandidate(inp.sch, inp.sch_hash)
-            except ScheduleError:
-                self._cands[index] = None
+            inp = inp or self.design.candidate(index)
+            self._cands[index] = None if inp.refused else inp
         return self._cands[index]
+
+    def make_candidate(self, config):
+        """Reuse the schedule that scoring made for this config, if any."""
+        return self._cands.get(config.index) or super().make_candidate(config)

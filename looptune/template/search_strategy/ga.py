@@ -1,22 +1,26 @@
-"""GATuner: a genetic algorithm over the knobs. A genome is a config's per-knob value
-indices; each generation breeds `pop_size` unmeasured children from the measured configs,
-parents picked in proportion to their throughput (uniform crossover, then each knob
-mutated to a random value with `mutation_prob`); the `elite_num` best always breed."""
+"""A genetic algorithm over the knobs. A genome is a config's per-knob value indices; each
+generation breeds `pop_size` unmeasured children from the measured configs, parents picked
+in proportion to their throughput (uniform crossover, then each knob mutated to a random
+value with `mutation_prob`); the `elite_num` best always breed."""
 from __future__ import annotations
 
 import math
 
-from .base import Tuner
+from ...tune.search_strategy.base import SearchStrategy
+from .base import TemplateSearch
 
 
-@Tuner.registry.register("ga")
-class GATuner(Tuner):
-    def __init__(self, task, *, pop_size: int = 32, elite_num: int = 3,
-                 mutation_prob: float = 0.1, seed: int | None = None):
-        super().__init__(task, seed=seed)
-        self.pop_size = max(2, min(pop_size, len(self.space)))
-        self.elite_num = min(elite_num, self.pop_size)
+@SearchStrategy.registry.register("template-ga")
+class GeneticSearch(TemplateSearch):
+    def __init__(self, *, pop_size: int = 32, elite_num: int = 3, mutation_prob: float = 0.1,
+                 early_stopping: int | None = None):
+        super().__init__(early_stopping=early_stopping)
+        self.params = dict(pop_size=pop_size, elite_num=elite_num)
         self.mutation_prob = mutation_prob
+
+    def setup(self) -> None:
+        self.pop_size = max(2, min(self.params["pop_size"], len(self.space)))
+        self.elite_num = min(self.params["elite_num"], self.pop_size)
         self.fitness: dict = {}   # measured config index -> 1 / seconds (0: failed)
         self.pending: list = []   # this generation, not measured yet
 

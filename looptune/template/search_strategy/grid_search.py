@@ -1,13 +1,13 @@
-"""GridSearchTuner: every config in index order (the first knob varying fastest)."""
+"""Grid search: every config in index order (the first knob varying fastest)."""
 from __future__ import annotations
 
-from .base import Tuner
+from ...tune.search_strategy.base import SearchStrategy
+from .base import TemplateSearch
 
 
-@Tuner.registry.register("gridsearch")
-class GridSearchTuner(Tuner):
-    def __init__(self, task, *, seed: int | None = None):
-        super().__init__(task, seed=seed)
+@SearchStrategy.registry.register("template-gridsearch")
+class GridSearch(TemplateSearch):
+    def setup(self) -> None:
         self.counter = 0
 
     def next_batch(self, n: int) -> list:

@@ -1,4 +1,4 @@
-"""SimulatedAnnealingTuner: a walk over measured configs. Each batch steps from the current
+"""Simulated annealing: a walk over measured configs. Each batch steps from the current
 config to unmeasured configs one or two knob steps away (ConfigSpace.neighbors); a step to a
 config whose log run time is worse by d is taken with probability exp(-d / T), and T cools
 by `cooling` per batch. A walk with nothing new around it jumps to a random config."""
@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import math
 
-from .base import Tuner
+from ...tune.search_strategy.base import SearchStrategy
+from .base import TemplateSearch
 
 
-@Tuner.registry.register("sa")
-class SimulatedAnnealingTuner(Tuner):
-    def __init__(self, task, *, temp: float = 0.5, cooling: float = 0.9,
-                 seed: int | None = None):
-        super().__init__(task, seed=seed)
-        self.temp = temp
+@SearchStrategy.registry.register("template-sa")
+class SimulatedAnnealing(TemplateSearch):
+    def __init__(self, *, temp: float = 0.5, cooling: float = 0.9,
+                 early_stopping: int | None = None):
+        super().__init__(early_stopping=early_stopping)
+        self.start_temp = temp
         self.cooling = cooling
+
+    def setup(self) -> None:
+        self.temp = self.start_temp
         self.current = None          # config index
         self.energy = math.inf       # its log seconds
 

@@ -1,17 +1,17 @@
-"""HillClimbTuner: measures the unmeasured neighbours of the current config (one knob step
+"""Hill climbing: measures the unmeasured neighbours of the current config (one knob step
 away: ConfigSpace.neighbors) and moves to a better one as soon as a batch finds it; at a
 local optimum it restarts from a random unmeasured config."""
 from __future__ import annotations
 
 import math
 
-from .base import Tuner
+from ...tune.search_strategy.base import SearchStrategy
+from .base import TemplateSearch
 
 
-@Tuner.registry.register("hill-climb")
-class HillClimbTuner(Tuner):
-    def __init__(self, task, *, seed: int | None = None):
-        super().__init__(task, seed=seed)
+@SearchStrategy.registry.register("template-hill-climb")
+class HillClimb(TemplateSearch):
+    def setup(self) -> None:
         self.current = None
         self.current_secs = math.inf
         self.restarts = 0
