@@ -334,8 +334,6 @@ def test_build_without_a_gpu_is_a_clear_build_error(monkeypatch):
     import looptune.runtime.cuda as rc
     from looptune.build import generate_source
     sch = bound_schedule()
-    if sch is None:
-        pytest.skip("GPU lowering is not there yet")
     _, src = generate_source(sch, cuda_target("sm_80"))
     assert '__global__ void __launch_bounds__(32)' in src
     monkeypatch.setattr(rc, "gpu_available", lambda: (False, "no device (test)"))
@@ -460,12 +458,7 @@ def test_cuda_worker_measures_and_checks(fake_driver, tmp_path):
 
 
 def bound_schedule(n=256):
-    """B = A * 2 + 1 with its loop split and bound to blockIdx.x / threadIdx.x, or None
-    while GPU lowering is missing."""
-    try:
-        from looptune.codegen.gpu import lower  # noqa: F401
-    except ImportError:
-        return None
+    """B = A * 2 + 1 with its loop split and bound to blockIdx.x / threadIdx.x."""
     from looptune import te
     from looptune.schedule import Schedule
     A = te.placeholder((n,), name="A")
@@ -652,8 +645,6 @@ def test_cuda_runner_measures_and_checks():
 def test_build_runs_a_scheduled_function_on_the_gpu():
     import looptune as lt
     sch = bound_schedule()
-    if sch is None:
-        pytest.skip("GPU lowering is not there yet")
     mod = lt.build(sch, target="cuda")
     a = rand(256)
     b = np.full(256, np.nan, "float32")

@@ -105,14 +105,14 @@ def test_a_model_compiled_for_cuda_computes_the_graph(simulated_gpu):
     want = evaluate(graph, x)
     got = model(x)
     assert len(got) == 3
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
     launched = len(simulated_gpu.launches)
     assert launched >= model.desc["kernels"]  # every group's kernels ran on the "device"
     assert "small_net" in repr(model) and all(not t["tuned"] for t in model.desc["tasks"])
     # a second call reuses the device memory and gives the same result on new data
     x2 = rand(4, 24, seed=4)
-    for g, w in zip(model(x2), evaluate(graph, x2)):
+    for g, w in zip(model(x2), evaluate(graph, x2), strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
     assert len(simulated_gpu.launches) == 2 * launched
 
@@ -130,7 +130,7 @@ def test_bad_inputs_to_a_cuda_model_say_what_is_wrong(simulated_gpu):
 def test_profile_names_every_kernel(simulated_gpu):
     model = compile_model(small_net(), target=TARGET)
     rows = model.profile(rand(4, 24), repeat=2)
-    assert [r["output"] for r in rows] == [s["output"] for s in model.desc["steps"]]
+    assert rows and [r["output"] for r in rows] == [s["output"] for s in model.desc["steps"]]
     assert all(r["ms"] >= 0 for r in rows)
 
 
@@ -140,5 +140,5 @@ def test_a_model_runs_on_the_gpu():
     graph = small_net()
     model = compile_model(graph, target="cuda")
     x = rand(4, 24, seed=5)
-    for g, w in zip(model(x), evaluate(graph, x)):
+    for g, w in zip(model(x), evaluate(graph, x), strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)

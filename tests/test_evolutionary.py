@@ -9,7 +9,8 @@ import pytest
 
 from looptune import te
 from looptune.te.ops import workload
-from looptune.tir.functor import visit
+from looptune.target import Target
+from looptune.tir.functor import find_stmts
 from looptune.tir.stmt import For
 from looptune.tune import (Builder, BuilderResult, MemoryDatabase, Postproc, Runner,
                            RunnerResult, TuneContext, tune_tir)
@@ -26,16 +27,13 @@ def small(name="matmul", **shape):
 
 
 def synthetic_secs(func) -> float:
-    """A learnable stand-in for a timer: faster with a longer vectorized inner loop and a
-    bigger unrolled register tile (both visible in the features)."""
-    vec, unrolled = 1, 1
-    def fn(n):
-        nonlocal vec, unrolled
-        if isinstance(n, For) and n.kind == "vectorized":
-            vec = max(vec, n.extent)
-        if isinstance(n, For) and n.annotation("pragma_auto_unroll_max_step"):
-            unrolled = max(unrolled, int(n.annotation("pragma_auto_unroll_max_step")) + 1)
-    visit(func.body, fn)
+    """A learnable stand-in for a timer: faster with a longer vectorized inner loop and more
+    unrolling (pragma_auto_unroll_max_step, which the rules put on the root block; both
+    visible in the features)."""
+    loops = find_stmts(func.body, For)
+    vec = max((lp.extent for lp in loops if lp.kind == "vectorized"), default=1)
+    steps = [n.annotation("pragma_auto_unroll_max_step") for n in (func.root, *loops)]
+    unrolled = max((int(s) + 1 for s in steps if s is not None), default=1)
     return 1e-3 / vec + 1e-4 / unrolled ** 0.5
 
 
@@ -59,14 +57,15 @@ class FakeRunner(Runner):
         return [RunnerResult(run_secs=(float(i.artifact),) * 3) for i in inputs]
 
 
-def run(func, trials, db, strategy, seed=0, per_iter=8):
-    return tune_tir(func, "cpu", database=db, max_trials_global=trials, seed=seed,
+def run(func, trials, db, strategy, seed=0, per_iter=8, target="cpu"):
+    return tune_tir(func, target, database=db, max_trials_global=trials, seed=seed,
                     num_trials_per_iter=per_iter, strategy=strategy, builder=FakeBuilder(),
                     runner=FakeRunner(), check_correctness=False, progress=False)
 
 
-def best(db):
-    return min(r.median_secs for r in db.get_all_tuning_records())
+def best(db, k=1):
+    """The mean time of the k fastest records."""
+    return sum(sorted(r.median_secs for r in db.get_all_tuning_records())[:k]) / k
 
 
 def test_budget_no_duplicates_and_resume():
@@ -96,13 +95,24 @@ def test_the_first_generation_starts_from_the_best_records():
 
 
 def test_learning_finds_faster_schedules_than_random_sampling():
+    """In the same 40 trials, evolutionary search with the xgb model finds a strictly faster
+    schedule than random sampling on most seeds, is never slower (random sampling may find
+    the fastest schedule of the space too), and its five fastest are at least 10% faster on
+    every seed. A fixed AVX2 target keeps the design space (and so the outcome) the same on
+    every host. (The model's analytic prior already favours long vectors and unrolling: this
+    checks the search as a whole, not what the trees learn.)"""
     func = small(M=128, N=128, K=64)
+    avx2 = Target(kind="cpu", arch="x86_64", features=("avx2", "fma"), cores=2,
+                  vector_bits=256)
     wins = 0
     for seed in range(3):
         random_db, evo_db = MemoryDatabase(), MemoryDatabase()
-        run(func, 40, random_db, "replay-trace", seed=seed)
-        run(func, 40, evo_db, EvolutionarySearch(cost_model="xgb", **SMALL), seed=seed)
-        wins += best(evo_db) <= best(random_db)
+        run(func, 40, random_db, "replay-trace", seed=seed, target=avx2)
+        run(func, 40, evo_db, EvolutionarySearch(cost_model="xgb", **SMALL), seed=seed,
+            target=avx2)
+        assert best(evo_db) <= best(random_db), seed
+        assert best(evo_db, 5) < 0.9 * best(random_db, 5), seed
+        wins += best(evo_db) < best(random_db)
     assert wins >= 2
 
 

@@ -57,7 +57,8 @@ def test_deterministic_and_shaped():
     cands = samples(matmul(), 4)
     a = extract(cands, TARGET)
     b = extract(cands, TARGET)
-    for x, y in zip(a, b):
+    assert len(cands) == 4
+    for x, y in zip(a, b, strict=True):
         assert x.dtype == np.float32 and x.ndim == 2 and x.shape[1] == FEATURE_WIDTH
         assert x.shape[0] >= 2  # the init and update stores at least
         assert np.array_equal(x, y) and np.isfinite(x).all()

@@ -138,7 +138,7 @@ def test_imported_models_match_onnx_runtime(name):
     m, feeds = MODELS[name]()
     want = run_ort(m, feeds)
     graph = from_onnx(m)
-    for got, w in zip(evaluate(graph, *feeds_for_graph(feeds)), want):
+    for got, w in zip(evaluate(graph, *feeds_for_graph(feeds)), want, strict=True):
         np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-5)
 
 
@@ -149,7 +149,7 @@ def test_imported_models_run_as_kernels(name):
     m, feeds = MODELS[name]()
     graph = from_onnx(m)
     want = evaluate(graph, *feeds_for_graph(feeds))
-    for got, w in zip(run_kernels(graph, *feeds_for_graph(feeds)), want):
+    for got, w in zip(run_kernels(graph, *feeds_for_graph(feeds)), want, strict=True):
         np.testing.assert_allclose(got, w, rtol=1e-3, atol=1e-4)
 
 

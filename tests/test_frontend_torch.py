@@ -92,7 +92,7 @@ def test_imported_operators_match_torch(case):
     model, inputs = CASES[case]
     graph = from_torch(model, inputs)
     want, arrays = expected_and_inputs(model, inputs)
-    for got, w in zip(evaluate(graph, *arrays), want):
+    for got, w in zip(evaluate(graph, *arrays), want, strict=True):
         np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-5)
 
 
@@ -103,7 +103,7 @@ def test_imported_operators_run_as_kernels(case):
     model, inputs = CASES[case]
     graph = from_torch(model, inputs)
     want, arrays = expected_and_inputs(model, inputs)
-    for got, w in zip(run_kernels(graph, *arrays), want):
+    for got, w in zip(run_kernels(graph, *arrays), want, strict=True):
         np.testing.assert_allclose(got, w, rtol=1e-3, atol=1e-4)
 
 
@@ -141,5 +141,5 @@ def test_the_same_models_through_onnx_match_torch(case):
         torch.onnx.export(model, inputs, f, dynamo=False, opset_version=17)
     import onnx
     graph = from_onnx(onnx.load_from_string(f.getvalue()))
-    for got, w in zip(evaluate(graph, *arrays), want):
+    for got, w in zip(evaluate(graph, *arrays), want, strict=True):
         np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-5)

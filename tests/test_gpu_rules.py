@@ -341,7 +341,9 @@ def test_the_cuda_target_picks_the_gpu_defaults():
     # target="cuda" (as tune_tir gets it): a GPU design space, whatever GPU is (not) here
     ctx, tensors, _ = context("softmax", target="cuda")
     assert ctx.target.kind == "cuda"
-    for space in ctx.generate_design_space():
+    spaces = ctx.generate_design_space()
+    assert spaces
+    for space in spaces:
         cand = sample_from(space, ctx.func, 0, ctx.postprocs)
         assert cand is not None and not unbound_nests(cand.sch.func)
 

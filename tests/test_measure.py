@@ -137,7 +137,7 @@ def test_identical_sources_compile_once(monkeypatch):
     again = BuilderInput(matmul(name="same"), host())  # equal function, equal source
     results = LocalBuilder().build([x, y, x, again])
     assert sorted(calls) == ["other", "same"]
-    assert all(r.ok for r in results)
+    assert len(results) == 4 and all(r.ok for r in results)
     assert results[0].artifact == results[2].artifact == results[3].artifact != results[1].artifact
     assert results[0].source_hash == results[3].source_hash != results[1].source_hash
 
@@ -306,7 +306,7 @@ def test_inputs_depend_only_on_the_seed(runner, mm):
     assert np.isnan(a1[2]).all() and np.abs(a1[0]).max() <= 1
     # the reference is cached per seed: a stale one would fail the second and third checks
     results = runner.run([runner_input(tuned, ref, seed=s) for s in (1, 2, 1)])
-    assert all(r.ok for r in results), results
+    assert len(results) == 3 and all(r.ok for r in results), results
 
 
 def threads_kernel(value: str, tag: str) -> RunnerInput:

@@ -70,7 +70,9 @@ def test_matmul_space_is_ssrsrs_tiling_with_a_local_accumulator():
 
 def test_dense_fuses_the_epilogue_instead_of_caching():
     ctx, tensors, ref = context("dense", batch=4, in_features=20, out_features=24)
-    for sch in ctx.generate_design_space():
+    spaces = ctx.generate_design_space()
+    assert len(spaces) == 2  # the epilogue at tiling level 1 or 2
+    for sch in spaces:
         k = kinds(sch)
         assert k["CacheWrite"] == 0 and k["ReverseComputeAt"] == 1
     check_samples(ctx, tensors, ref)
@@ -78,7 +80,9 @@ def test_dense_fuses_the_epilogue_instead_of_caching():
 
 def test_conv2d_space_tiles_seven_loops_and_places_the_padding():
     ctx, tensors, ref = context("conv2d", C=4, H=8, W=8, K=8)
-    for sch in ctx.generate_design_space():
+    spaces = ctx.generate_design_space()
+    assert len(spaces) == 2  # write-back at tiling level 1 or 2
+    for sch in spaces:
         assert tile_ns(sch) == [4, 4, 4, 4, 2, 2, 2]
         k = kinds(sch)
         assert k["SampleComputeLocation"] == 1 and k["ComputeAt"] == 1
@@ -91,10 +95,12 @@ def test_conv2d_space_tiles_seven_loops_and_places_the_padding():
 def test_row_stages_get_compute_locations(name, shape):
     ctx, tensors, ref = context(name, **shape)
     spaces = ctx.generate_design_space()
+    assert spaces
     for sch in spaces:
         k = kinds(sch)
         assert "'SSRSRS'" not in str(sch.trace)  # no data reuse: no multi-level tiling
-        assert k["SampleComputeLocation"] >= 1
+        # both row stages before the last (max and sum, mean and variance) get one
+        assert k["SampleComputeLocation"] == 2 and k["ComputeAt"] == 2
     check_samples(ctx, tensors, ref)
 
 
@@ -143,6 +149,9 @@ def test_a_custom_postproc_can_reject_everything():
                       space_generator=PostOrderApply(postprocs=["test-reject-all"]))
     space = ctx.generate_design_space()[0]
     assert sample_from(space, ctx.func, 0, ctx.postprocs) is None
+    # the refusal is the postprocessor's: without it, the same space gives a candidate
+    plain = TuneContext(te.create_prim_func(tensors), seed=0)
+    assert sample_from(plain.generate_design_space()[0], plain.func, 0, plain.postprocs)
 
 
 def test_unknown_rule_names_are_clear_errors():
@@ -157,7 +166,9 @@ def test_multi_level_tiling_read_caches():
     rules = ["auto-inline", MultiLevelTiling(read_levels=(1,)), "parallel-vectorize-unroll"]
     ctx = TuneContext(te.create_prim_func(tensors), seed=0,
                       space_generator=PostOrderApply(sch_rules=rules))
-    for sch in ctx.generate_design_space():
+    spaces = ctx.generate_design_space()
+    assert len(spaces) == 2  # write-back at tiling level 1 or 2
+    for sch in spaces:
         k = kinds(sch)
         assert k["CacheRead"] == 2 and k["ComputeAt"] == 2  # A and B copied per k tile
     check_samples(ctx, tensors, ref)
