@@ -97,23 +97,25 @@ def test_the_first_generation_starts_from_the_best_records():
 def test_learning_finds_faster_schedules_than_random_sampling():
     """In the same 40 trials, evolutionary search with the xgb model finds a strictly faster
     schedule than random sampling on most seeds, is never slower (random sampling may find
-    the fastest schedule of the space too), and its five fastest are at least 10% faster on
-    every seed. A fixed AVX2 target keeps the design space (and so the outcome) the same on
+    the fastest schedule of the space too), its five fastest are faster on every seed, and
+    by at least 25% over the seeds (geometric mean). A fixed AVX2 target keeps the design space (and so the outcome) the same on
     every host. (The model's analytic prior already favours long vectors and unrolling: this
     checks the search as a whole, not what the trees learn.)"""
     func = small(M=128, N=128, K=64)
     avx2 = Target(kind="cpu", arch="x86_64", features=("avx2", "fma"), cores=2,
                   vector_bits=256)
-    wins = 0
+    wins, top5 = 0, 1.0
     for seed in range(3):
         random_db, evo_db = MemoryDatabase(), MemoryDatabase()
         run(func, 40, random_db, "replay-trace", seed=seed, target=avx2)
         run(func, 40, evo_db, EvolutionarySearch(cost_model="xgb", **SMALL), seed=seed,
             target=avx2)
         assert best(evo_db) <= best(random_db), seed
-        assert best(evo_db, 5) < 0.9 * best(random_db, 5), seed
+        assert best(evo_db, 5) < best(random_db, 5), seed
         wins += best(evo_db) < best(random_db)
+        top5 *= best(evo_db, 5) / best(random_db, 5)
     assert wins >= 2
+    assert top5 ** (1 / 3) < 0.75
 
 
 def test_no_valid_candidate_ends_with_a_reason():
