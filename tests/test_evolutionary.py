@@ -98,9 +98,10 @@ def test_learning_finds_faster_schedules_than_random_sampling():
     """In the same 40 trials, evolutionary search with the xgb model finds a strictly faster
     schedule than random sampling on most seeds, is never slower (random sampling may find
     the fastest schedule of the space too), its five fastest are faster on every seed, and
-    by at least 25% over the seeds (geometric mean). A fixed AVX2 target keeps the design space (and so the outcome) the same on
-    every host. (The model's analytic prior already favours long vectors and unrolling: this
-    checks the search as a whole, not what the trees learn.)"""
+    by at least 25% over the seeds (geometric mean). A fixed AVX2 target keeps the design
+    space (and so the outcome) the same on every host. (The model's analytic prior already
+    favours long vectors and unrolling: this checks the search as a whole, not what the
+    trees learn.)"""
     func = small(M=128, N=128, K=64)
     avx2 = Target(kind="cpu", arch="x86_64", features=("avx2", "fma"), cores=2,
                   vector_bits=256)
