@@ -1,5 +1,5 @@
-"""Measuring built candidates, the same way for every caller (the task scheduler's search
-and the template tuners): the unscheduled program is built once as the reference, an
+"""Measuring built candidates, the same way for every search the task scheduler drives
+(template tuners included): the unscheduled program is built once as the reference, an
 identical binary is measured once, a candidate far slower than the best so far is timed
 once (early abort), and every result carries the settings it was measured with."""
 from __future__ import annotations
