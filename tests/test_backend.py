@@ -42,7 +42,9 @@ def narrower(t: Target) -> Target:
     """`t` without its widest vector extensions (AVX-512, or else AVX/AVX2/FMA): the same
     machine as a Target that differs only in ISA features."""
     drop = "avx512" if t.has("avx512f") else "avx"
-    feats = tuple(f for f in t.features if not f.startswith(drop) and f != "fma")
+    needs_avx = {"fma", "f16c", "vaes", "vpclmulqdq"}  # GCC's -m options for these imply AVX
+    feats = tuple(f for f in t.features if not f.startswith(drop)
+                  and (drop == "avx512" or f not in needs_avx))
     return dataclasses.replace(t, features=feats, vector_bits=256 if drop == "avx512" else 128)
 
 

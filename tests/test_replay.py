@@ -28,13 +28,14 @@ def mm_relu_ref(a, b):
     return np.maximum(a @ b, 0)
 
 
-@autotvm.template("test_renamed_mm_relu")
-def renamed_mm_relu(m, n, k):
-    A = te.placeholder((m, k), name="A")
-    B = te.placeholder((k, n), name="B")
-    out = te.ops.relu(te.ops.matmul(A, B, name="mm"), name="act")
+def mm_relu_template(m, n, k, names=("A", "B", "mm", "act")):
+    """A tiled matmul + relu with knobs, its tensors and blocks named `names`."""
+    a, b, mm, act = names
+    A = te.placeholder((m, k), name=a)
+    B = te.placeholder((k, n), name=b)
+    out = te.ops.relu(te.ops.matmul(A, B, name=mm), name=act)
     sch = lt.Schedule(te.create_prim_func([A, B, out]))
-    block = sch.get_block("mm")
+    block = sch.get_block(mm)
     i, j, kk = sch.get_loops(block)
     cfg = autotvm.get_config()
     cfg.define_split("tile_i", i, num_outputs=2, max_factor=8)
@@ -42,8 +43,13 @@ def renamed_mm_relu(m, n, k):
     io, ii = cfg["tile_i"].apply(sch, i)
     jo, ji = cfg["tile_j"].apply(sch, j)
     sch.reorder(io, jo, kk, ii, ji)
-    sch.reverse_compute_at(sch.get_block("act"), jo)   # the trace names both blocks
+    sch.reverse_compute_at(sch.get_block(act), jo)   # the trace names both blocks
     return sch, [A, B, out]
+
+
+@autotvm.template("test_renamed_mm_relu")
+def renamed_mm_relu(m, n, k):
+    return mm_relu_template(m, n, k)
 
 
 def schedule_with_derived_names(func, mm="mm"):
@@ -108,20 +114,7 @@ def test_apply_history_best_serves_a_template_whose_blocks_are_named_otherwise(t
 
     @autotvm.template("test_renamed_mm_relu_other_names")
     def other_names(m, n, k):  # renamed_mm_relu with other tensor and block names
-        A = te.placeholder((m, k), name="X")
-        B = te.placeholder((k, n), name="Y")
-        out = te.ops.relu(te.ops.matmul(A, B, name="prod"), name="out")
-        sch = lt.Schedule(te.create_prim_func([A, B, out]))
-        block = sch.get_block("prod")
-        i, j, kk = sch.get_loops(block)
-        cfg = autotvm.get_config()
-        cfg.define_split("tile_i", i, num_outputs=2, max_factor=8)
-        cfg.define_split("tile_j", j, num_outputs=2, max_factor=16)
-        io, ii = cfg["tile_i"].apply(sch, i)
-        jo, ji = cfg["tile_j"].apply(sch, j)
-        sch.reorder(io, jo, kk, ii, ji)
-        sch.reverse_compute_at(sch.get_block("out"), jo)
-        return sch, [A, B, out]
+        return mm_relu_template(m, n, k, names=("X", "Y", "prod", "out"))
 
     task = autotvm.task.create("test_renamed_mm_relu", args=(32, 48, 40))
     tuner = autotvm.tuner.RandomTuner(task, seed=0)

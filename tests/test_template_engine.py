@@ -43,6 +43,12 @@ def pad_conv(n=1, c=4, hw=8, k=8):
     return sch, [X, W, out]
 
 
+def one_timing():
+    """Measure each config once, quickly (the tests check what is recorded, not speed)."""
+    return autotvm.measure_option(
+        builder="local", runner=autotvm.LocalRunner(number=1, repeat=1, min_repeat_ms=0))
+
+
 @autotvm.template("test_engine_refusing")
 def refusing(n=16):
     """Half of its configs ask for something illegal (inlining a reduction)."""
@@ -166,8 +172,7 @@ def test_the_engine_records_refused_configs_as_schedule_errors(tmp_path):
     from looptune.template import log_to_file
     from looptune.tune import JSONDatabase
     task = autotvm.task.create("test_engine_refusing", ())
-    option = autotvm.measure_option(
-        builder="local", runner=autotvm.LocalRunner(number=1, repeat=1, min_repeat_ms=0))
+    option = one_timing()
     tuner = autotvm.tuner.GridSearchTuner(task)
     batches = []
     tuner.tune(len(task.config_space), option,
@@ -190,8 +195,7 @@ def test_a_simulated_runner_answers_a_tuner_from_a_measured_sweep(tmp_path):
     from looptune.template import log_to_file
     from looptune.tune import JSONDatabase, SimulatedRunner
     task = autotvm.task.create("test_engine_pad_conv", ())
-    option = autotvm.measure_option(
-        builder="local", runner=autotvm.LocalRunner(number=1, repeat=1, min_repeat_ms=0))
+    option = one_timing()
     sweep = autotvm.tuner.GridSearchTuner(task)
     sweep.tune(len(task.config_space), option, callbacks=[log_to_file(tmp_path / "sweep")])
     table = dict(sweep.history)

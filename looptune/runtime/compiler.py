@@ -1,5 +1,7 @@
-"""The system C compiler: compile source into a shared library, cached by a hash of source,
-flags and compiler version, written atomically so concurrent builds never see half a file."""
+"""The system C compiler: compile source into an object and link it into a shared library,
+cached by a hash of source, flags, compiler version and the ISA built for (written beside the
+library, where loading checks it), written atomically so concurrent builds never see half a
+file."""
 from __future__ import annotations
 
 import hashlib
@@ -16,7 +18,7 @@ from ..error import BuildError
 
 CFLAGS = (
     "-O3",                   # full optimization, including the loop vectorizer
-    "-march=native",         # this host's ISA (AVX2, AVX-512: as Target detects); run where built
+    "-march=native",         # this host's ISA; backend.cpu puts a Target's own ISA here
     "-fopenmp",              # parallel loops and `omp simd`
     "-fPIC", "-shared",      # a loadable shared library
     "-std=gnu11",            # C11 plus GCC vector extensions
@@ -65,8 +67,7 @@ def compile_shared(source: str, *, name: str = "kernel", flags=None, cc: str | N
     for: it is part of the cache key and is written beside the library (`<stem>.json`), where
     loading it (runtime.Module) checks that this machine has that ISA."""
     cc = cc or env.cc()
-    flags = list(CFLAGS) + workaround_flags(cc) if flags is None else list(flags)
-    compile_flags = [f for f in flags if f != "-shared"] + env.extra_cflags()
+    flags, compile_flags = _flags(flags, cc)
     key = _key(source, compile_flags, cc, isa)
     cache = _cache_dir("kernels")
     stem = f"{_file_name(name)}_{key[:20]}"
@@ -126,6 +127,13 @@ def native_arch(cc: str) -> str:
         if len(words) >= 2 and words[0] == "-march=":
             return words[1]
     return ""
+
+
+def _flags(flags, cc: str) -> tuple[list, list]:
+    """(the flags asked for - default CFLAGS and the compiler's workarounds -, those an object
+    is compiled with: without -shared, with LOOPTUNE_CFLAGS)."""
+    flags = list(CFLAGS) + workaround_flags(cc) if flags is None else list(flags)
+    return flags, [f for f in flags if f != "-shared"] + env.extra_cflags()
 
 
 def _link_flags(flags: list) -> list:
@@ -220,8 +228,7 @@ def compile_library(units: list, *, name: str = "library", timeout: float | None
     `.incbin`. `flags` and `isa` as for compile_shared."""
     from concurrent.futures import ThreadPoolExecutor
     cc = env.cc()
-    flags = list(CFLAGS) + workaround_flags(cc) if flags is None else list(flags)
-    compile_flags = [f for f in flags if f != "-shared"] + env.extra_cflags()
+    flags, compile_flags = _flags(flags, cc)
     h = hashlib.sha256(_key("", compile_flags, cc, isa).encode())
     for fname, text, extra in units:
         h.update("\0".join([fname, " ".join(extra), text]).encode())

@@ -81,7 +81,7 @@ class Target:
     # ISA facts: what code built for this target needs from the machine that runs it
     def isa_features(self) -> tuple:
         """The instruction-set extensions of this target (ISA_FEATURES), sorted."""
-        return tuple(sorted(f for f in self.features if f in ISA_FEATURES))
+        return _isa_features(self.features)
 
     def isa_fingerprint(self) -> str:
         """A stable name of the ISA code for this target is built for: kind, architecture and
@@ -169,6 +169,11 @@ class Target:
         d["features"] = tuple(d.get("features", ()))
         d["extra"] = tuple(tuple(x) for x in d.get("extra", ()))
         return Target(**d)
+
+
+@lru_cache(maxsize=64)
+def _isa_features(features: tuple) -> tuple:
+    return tuple(sorted(f for f in features if f in ISA_FEATURES))
 
 
 def _read(path: str) -> str:
