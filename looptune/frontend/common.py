@@ -11,9 +11,45 @@ class ImportError_(GraphError):
     """An operator or attribute the importer cannot translate."""
 
 
-def unsupported(framework: str, op: str, node: str, supported) -> ImportError_:
+class UnsupportedOperators(ImportError_):
+    """Every operator of a model the importer cannot translate, found in one pass.
+
+    `problems` maps an operator name to (count, one node's name, why or None)."""
+
+    def __init__(self, framework: str, model: str, problems: dict):
+        self.framework = framework
+        self.problems = dict(problems)
+        total = sum(c for c, _, _ in self.problems.values())
+        lines = [f"{model}: {total} node(s) of {len(self.problems)} {framework} operator(s) "
+                 "cannot be imported by looptune:"]
+        for op, (count, node, why) in sorted(self.problems.items(), key=lambda kv: -kv[1][0]):
+            lines.append(f"  {op} x{count} (e.g. node {node})" + (f": {why}" if why else ""))
+        lines.append("`looptune inspect MODEL` prints the model's operator coverage; "
+                     "unsupported operators can be rewritten in the model or reported.")
+        super().__init__("\n".join(lines))
+
+
+class ProblemCollector:
+    """Gathers the unsupported operators of one import, so that one error names them all."""
+
+    def __init__(self):
+        self.problems: dict = {}
+
+    def add(self, op: str, node: str, why: str | None = None) -> None:
+        count, first, first_why = self.problems.get(op, (0, node, why))
+        self.problems[op] = (count + 1, first, first_why)
+
+    def __bool__(self) -> bool:
+        return bool(self.problems)
+
+    def raise_if_any(self, framework: str, model: str) -> None:
+        if self.problems:
+            raise UnsupportedOperators(framework, model, self.problems)
+
+
+def unsupported(framework: str, op: str, node: str, supported=None) -> ImportError_:
     return ImportError_(f"{framework} operator {op} (node {node}) is not supported by "
-                        f"looptune's importer; supported: {', '.join(sorted(supported))}")
+                        "looptune's importer")
 
 
 class Emitter:
