@@ -237,6 +237,10 @@ def _binary(op, compare=False):
         else:
             dtype = e.out_dtype
         a, b = _cast(e, a, dtype, name + "_a"), _cast(e, b, dtype, name + "_b")
+        if dtype == "int32":  # a number as a scalar= attribute would make the result float
+            ndim = len(e.out_shape)
+            a, b = (v if isinstance(v, Value) else
+                    e.const(name + "_k", np.full((1,) * ndim, v, np.int32)) for v in (a, b))
         if alpha != 1:
             b = e.binary("mul", b, alpha, name=name + "_alpha") if isinstance(b, Value) \
                 else b * alpha
