@@ -179,6 +179,18 @@ HANDLERS["relu_.default"] = _unary("relu")
 HANDLERS["hardsigmoid.default"] = _unary("hardsigmoid", alpha=1 / 6, beta=0.5)
 
 
+@_on("log1p.default")
+def _log1p(e, name, x):
+    return e.op("log", e.binary("add", _cast(e, x, "float32"), 1.0, name=name + "_plus1"),
+                name=name)
+
+
+@_on("expm1.default")
+def _expm1(e, name, x):
+    return e.binary("sub", e.op("exp", _cast(e, x, "float32"), name=name + "_exp"), 1.0,
+                    name=name)
+
+
 @_on("neg.default")
 def _neg(e, name, x):
     return e.op("neg", x, name=name)
