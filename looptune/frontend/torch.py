@@ -83,13 +83,18 @@ def _decompositions(torch):
 
 
 def _np(t) -> np.ndarray:
-    """A torch tensor as the graph stores it: float32 or int32 (booleans as 0/1)."""
+    """A torch tensor as the graph stores it: float32 or int32 (booleans as 0/1), 0-d as (1,)."""
     a = t.detach().cpu().contiguous()
+    a = a.reshape(1) if a.dim() == 0 else a
     if a.dtype.is_floating_point:
         return a.float().numpy()
     if a.dtype.is_complex:
         raise ImportError_(f"complex tensor of shape {tuple(a.shape)}: not supported")
     return a.int().numpy()
+
+
+def _shape(t) -> tuple:
+    return tuple(int(s) for s in t.shape) or (1,)
 
 
 def _dynamic(v) -> bool:
@@ -105,7 +110,8 @@ class TorchEmitter(Emitter):
 
     @property
     def out_shape(self) -> tuple:
-        return tuple(int(s) for s in self.node.meta["val"].shape)
+        """The node's shape; a 0-d tensor is (1,) in the graph, as a full reduction's is."""
+        return _shape(self.node.meta["val"])
 
     @property
     def out_dtype(self) -> str:
@@ -138,7 +144,7 @@ class _Importer:
                     if not isinstance(meta, torch.Tensor):
                         raise ImportError_(f"input {node.name} is a {type(meta).__name__}, not "
                                            "a tensor: looptune models take tensors only")
-                    self.env[node.name] = self.e.g.input(node.name, tuple(meta.shape),
+                    self.env[node.name] = self.e.g.input(node.name, _shape(meta),
                                                          graph_dtype(meta.dtype))
             elif node.op == "call_function":
                 self.env[node.name] = self.call(node)
@@ -173,8 +179,7 @@ class _Importer:
 
     def check_shape(self, node, out) -> None:
         meta = node.meta.get("val")
-        if isinstance(out, Value) and hasattr(meta, "shape") \
-                and tuple(out.shape) != tuple(int(s) for s in meta.shape):
+        if isinstance(out, Value) and hasattr(meta, "shape") and out.shape != _shape(meta):
             raise ImportError_(f"translated to shape {out.shape}, torch says "
                                f"{tuple(meta.shape)} (an importer bug)")
 
@@ -228,10 +233,10 @@ class _Importer:
         torch = _torch()
         meta = node.meta.get("val")
         if isinstance(meta, torch.Tensor):
-            return self.e.g.input(node.name + "_unsupported", tuple(meta.shape),
+            return self.e.g.input(node.name + "_unsupported", _shape(meta),
                                   graph_dtype(meta.dtype))
         if isinstance(meta, (list, tuple)):
-            return tuple(self.e.g.input(f"{node.name}_{i}_unsupported", tuple(m.shape),
+            return tuple(self.e.g.input(f"{node.name}_{i}_unsupported", _shape(m),
                                         graph_dtype(m.dtype))
                          if isinstance(m, torch.Tensor) else None for i, m in enumerate(meta))
         return meta
