@@ -492,3 +492,90 @@ def test_resize_matches_torch_and_onnx_formulas():
 def test_resize_compiles_and_matches():
     inputs = [rand(*shape) for shape, *_ in RESIZES.values()]
     check_graph(resize_graph(), resize_expected(inputs), inputs)
+
+
+# ---------------------------------------------------------------------- attention
+def padding_mask(b, lk, lengths):
+    m = np.zeros((b, 1, 1, lk), "float32")
+    for i, n in enumerate(lengths):
+        m[i, ..., n:] = -np.inf
+    return m
+
+
+def attention_graph():
+    """A padding mask per batch (an input), causal self-attention with a given scale, a
+    constant 2-D mask, and 3-D inputs."""
+    g = GraphBuilder("attention")
+    q, k, v = g.input("q", (2, 3, 5, 8)), g.input("k", (2, 3, 7, 8)), g.input("v", (2, 3, 7, 6))
+    m = g.input("m", (2, 1, 1, 7))
+    x = g.input("x", (2, 2, 6, 4))
+    q3, k3 = g.input("q3", (4, 5, 8)), g.input("k3", (4, 9, 8))
+    out = [g.op("attention", q, k, v, m, name="padded"),
+           g.op("attention", x, x, x, causal=True, scale=0.3, name="causal"),
+           g.op("attention", q, k, v, g.const("bias", rand(5, 7)), name="biased"),
+           g.op("attention", q3, k3, k3, name="three_d")]
+    return g.finish(*out)
+
+
+def attention_inputs():
+    return (rand(2, 3, 5, 8), rand(2, 3, 7, 8), rand(2, 3, 7, 6), padding_mask(2, 7, (7, 4)),
+            rand(2, 2, 6, 4), rand(4, 5, 8), rand(4, 9, 8))
+
+
+def attention_expected(graph, q, k, v, m, x, q3, k3):
+    bias = next(n for n in graph.nodes if n.name == "biased").inputs[3].data
+    try:
+        import torch
+        from torch.nn.functional import scaled_dot_product_attention as sdpa
+    except ImportError:
+        torch = None
+
+    def ref(q, k, v, mask=None, causal=False, scale=None):
+        if torch is not None:
+            t = [torch.from_numpy(a) for a in (q, k, v)]
+            mask = None if mask is None else torch.from_numpy(mask)
+            return sdpa(*t, attn_mask=mask, is_causal=causal, scale=scale).numpy()
+        s = q.astype(np.float64) @ np.swapaxes(k, -1, -2) * (scale or q.shape[-1] ** -0.5)
+        s = s + (0 if mask is None else mask)
+        if causal:
+            s = np.where(np.tril(np.ones(s.shape[-2:])) > 0, s, -np.inf)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        return ((p / p.sum(-1, keepdims=True)) @ v).astype("float32")
+
+    return {"padded": ref(q, k, v, m), "causal": ref(x, x, x, causal=True, scale=0.3),
+            "biased": ref(q, k, v, bias), "three_d": ref(q3, k3, k3)}
+
+
+def test_attention_matches_torch():
+    graph, inputs = attention_graph(), attention_inputs()
+    check_graph(graph, attention_expected(graph, *inputs), inputs, compile=False)
+
+
+def test_attention_lowers_to_matmuls_and_a_softmax():
+    from looptune.graph.fuse import fuse
+    from looptune.graph.simplify import lower_attention, prepare
+    graph, inputs = attention_graph(), attention_inputs()
+    lowered = lower_attention(graph)
+    assert "attention" not in {n.op for n in lowered.nodes}
+    for a, b in zip(evaluate(lowered, *inputs), evaluate(graph, *inputs)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    names = [grp.name for grp in fuse(prepare(graph))]
+    assert "fused_batch_matmul_mul_add" in names  # scale and causal mask: the matmul's epilogue
+    assert "fused_add_softmax" in names           # the padding mask: the softmax's prologue
+    assert names.count("fused_batch_matmul") == 4  # probabilities @ v
+
+
+@pytest.mark.cc
+def test_attention_compiles_and_matches():
+    graph, inputs = attention_graph(), attention_inputs()
+    check_graph(graph, attention_expected(graph, *inputs), inputs, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.cc
+def test_attention_kernel_of_its_own_expression_matches():
+    """The attention operator's own tensor expression (unlowered), unscheduled."""
+    from test_graph import run_kernels
+    graph, inputs = attention_graph(), attention_inputs()
+    got = run_kernels(graph, *inputs)
+    for a, (name, want) in zip(got, attention_expected(graph, *inputs).items()):
+        np.testing.assert_allclose(a, want, rtol=1e-4, atol=1e-5, err_msg=name)
