@@ -579,3 +579,14 @@ def test_attention_kernel_of_its_own_expression_matches():
     got = run_kernels(graph, *inputs)
     for a, (name, want) in zip(got, attention_expected(graph, *inputs).items()):
         np.testing.assert_allclose(a, want, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_out_of_range_constant_indices_are_an_error_not_a_clamp():
+    for op, idx, attrs in (("gather", [0, 5], {"axis": 0}), ("gather", [-6], {"axis": 0}),
+                           ("embedding", [7], {}), ("gather_elements", [[5, 0]], {"axis": 0})):
+        g = GraphBuilder()
+        x = g.input("x", (1, 2))
+        data = g.const("d", rand(5, 2))
+        y = g.op(op, data, g.const("i", np.array(idx, "int32")), **attrs)
+        with pytest.raises(GraphError, match=r"index -?\d+ is out of range for an axis of size 5"):
+            fold_constants(g.finish(g.op("add", x, y)))
