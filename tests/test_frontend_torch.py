@@ -137,6 +137,10 @@ ATEN_CASES = {
                      + F.scaled_dot_product_attention(
                          q, k, v, attn_mask=torch.ones(5, 5).tril().bool(), scale=0.3)),
                   (torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4))),
+    "upsample": (Fn(lambda s, x: F.interpolate(x, scale_factor=2, mode="nearest")
+                    + F.interpolate(x, size=(16, 16), mode="bilinear")
+                    + F.interpolate(x, size=(16, 16), mode="bilinear", align_corners=True)),
+                 x4()),
 }
 ALL_CASES = {**CASES, **ATEN_CASES}
 
@@ -227,3 +231,35 @@ def test_the_same_models_through_onnx_match_torch(case):
     graph = from_onnx(onnx.load_from_string(f.getvalue()))
     for got, w in zip(evaluate(graph, *arrays), want, strict=True):
         np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-5)
+
+
+ZOO_SMALL = ("mobilenet_v3_small", "bert_tiny", "m5")
+
+
+def zoo_model(name):
+    pytest.importorskip("torchvision")
+    pytest.importorskip("transformers")
+    from looptune.testing import zoo
+    assert set(ZOO_SMALL) == set(zoo.names("small"))
+    model, inputs = zoo.build(name)
+    want, arrays = expected_and_inputs(model, inputs)
+    return from_torch(model, inputs), arrays, want[0]
+
+
+def rel_err(got, want):
+    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+
+
+@pytest.mark.parametrize("name", ZOO_SMALL)
+def test_the_small_zoo_imports_and_matches_torch(name):
+    graph, arrays, want = zoo_model(name)
+    assert rel_err(evaluate(graph, *arrays)[0], want) <= 1e-4
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("name", ZOO_SMALL)
+def test_the_small_zoo_compiles_and_matches_torch(name):
+    import looptune
+    graph, arrays, want = zoo_model(name)
+    compiled = looptune.compile_model(graph, target="cpu")
+    assert rel_err(compiled(*arrays), want) <= 1e-3

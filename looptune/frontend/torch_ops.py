@@ -9,7 +9,6 @@ import math
 import numpy as np
 
 from ..graph.ir import Value
-from ..graph.op import GRAPH_OPS
 from .common import ImportError_
 
 HANDLERS: dict = {}
@@ -516,21 +515,8 @@ def _sdpa(e, name, q, k, v, mask=None, dropout=0.0, is_causal=False, scale=None,
                         e.const(name + "_ninf", np.full((1,), -np.inf, np.float32)),
                         name=name + "_mask")
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    if "attention" in GRAPH_OPS:
-        return e.op("attention", q, k, v, *([mask] if mask is not None else []), name=name,
-                    scale=scale, causal=bool(is_causal))
-    lead = q.shape[:-2]
-    s = e.matmul(q, _transpose_value(e, name + "_kt", k, list(range(len(lead))) +
-                                     [len(lead) + 1, len(lead)]), name + "_scores")
-    s = e.binary("mul", s, scale, name=name + "_scale")
-    if is_causal:
-        lq, lk = q.shape[-2], k.shape[-2]
-        s = e.op("add", s, e.const(name + "_causal", np.triu(np.full((lq, lk), -np.inf,
-                                                                      np.float32), 1)))
-    if mask is not None:
-        s = e.op("add", s, mask, name=name + "_masked")
-    p = e.op("softmax", s, name=name + "_probs", axis=-1)
-    return e.matmul(p, v, name)
+    return e.op("attention", q, k, v, *([mask] if mask is not None else []), name=name,
+                scale=scale, causal=bool(is_causal))
 
 
 # ---------------------------------------------------------------------- shapes
