@@ -791,9 +791,10 @@ CASES = [
     Case("onnx-undefined-input", "model import", "an ONNX node reading a name nothing "
          "defines", ImportError_, ("reads zz", "which no input", "check_model"),
          from_onnx(("Add", ["x", "zz"], ["y"])), needs="onnx"),
-    Case("torch-unsupported-operator", "model import", "torch.cumsum in a module",
-         ImportError_, ("cumsum", "not supported", "supported: "),
-         from_torch(lambda m, x: x.cumsum(0), (2, 3)), needs="torch"),
+    Case("torch-unsupported-operator", "model import", "torch.sort and torch.topk in a module",
+         ImportError_, ("aten.sort.default x1 (e.g. node sort)", "aten.topk.default x1",
+                        "cannot be imported by looptune"),
+         from_torch(lambda m, x: x.sort(0)[0] + x.topk(3)[0], (2, 3)), needs="torch"),
     Case("torch-data-dependent-shape", "model import", "control flow on a tensor's value",
          ImportError_, ("torch.export cannot export", "data-dependent", "control flow"),
          from_torch(data_dependent, (2, 3)), needs="torch"),

@@ -8,7 +8,8 @@ decomposed to core ATen, keeping the high-level operators the graph has (attenti
 layer_norm, linear, conv, hardswish, ...). Parameters, buffers and every node whose inputs
 are all constants (masks, position ids, shape arithmetic) are evaluated by torch at import
 and become constants. Int64 tensors become int32. An unsupported model raises one
-`UnsupportedOperators` naming every operator it lacks. The translations live in torch_ops.py.
+`UnsupportedOperators` naming every operator it lacks. The translations live in
+torch_ops.py (elementwise, reductions), torch_nn.py and torch_shape.py.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import numpy as np
 from ..graph.ir import Graph, GraphError, Value
 from ..graph.simplify import fold_conv_affine
 from .common import Emitter, ImportError_, ProblemCollector
+from . import torch_nn, torch_shape  # noqa: F401  (registration)
 from .torch_ops import HANDLERS, SKIP, graph_dtype
 
 # CompositeImplicit operators kept whole rather than decomposed: the graph has them (or
@@ -43,7 +45,7 @@ def from_torch(model, example_inputs=None, *, name: str | None = None) -> Graph:
     torch = _torch()
     if isinstance(model, torch.export.ExportedProgram):
         ep = model
-        name = name or getattr(ep.module(), "__class__", type(ep)).__name__
+        name = name or "ExportedProgram"
     elif isinstance(model, torch.nn.Module):
         if example_inputs is None:
             raise TypeError("from_torch(module, example_inputs): a module needs example inputs "
