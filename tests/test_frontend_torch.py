@@ -137,6 +137,10 @@ ATEN_CASES = {
                      + F.scaled_dot_product_attention(
                          q, k, v, attn_mask=torch.ones(5, 5).tril().bool(), scale=0.3)),
                   (torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4))),
+    "index_max_dim": (Fn(lambda s, x, idx: x[:, idx].sum(1) + x[idx[:2]].sum(0)
+                         + x.max(dim=1)[0] + x.min(dim=1, keepdim=True).values
+                         + x.clamp_min(0.2) + x.clamp_max(-0.2)),
+                      (torch.randn(3, 3), torch.tensor([2, 0, 1]))),
     "upsample": (Fn(lambda s, x: F.interpolate(x, scale_factor=2, mode="nearest")
                     + F.interpolate(x, size=(16, 16), mode="bilinear")
                     + F.interpolate(x, size=(16, 16), mode="bilinear", align_corners=True)),

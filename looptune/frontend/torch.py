@@ -96,7 +96,11 @@ def _np(t) -> np.ndarray:
 
 
 def _shape(t) -> tuple:
-    return tuple(int(s) for s in t.shape) or (1,)
+    try:
+        return tuple(int(s) for s in t.shape) or (1,)
+    except Exception:  # noqa: BLE001 - a symbolic size torch cannot make an int
+        raise ImportError_(f"a tensor of shape {tuple(t.shape)}: looptune imports static shapes; "
+                           "export without dynamic_shapes") from None
 
 
 def _dynamic(v) -> bool:
@@ -113,11 +117,15 @@ class TorchEmitter(Emitter):
     @property
     def out_shape(self) -> tuple:
         """The node's shape; a 0-d tensor is (1,) in the graph, as a full reduction's is."""
-        return _shape(self.node.meta["val"])
+        return _shape(self._first_output())
 
     @property
     def out_dtype(self) -> str:
-        return graph_dtype(self.node.meta["val"].dtype)
+        return graph_dtype(self._first_output().dtype)
+
+    def _first_output(self):
+        val = self.node.meta["val"]
+        return val[0] if isinstance(val, (list, tuple)) else val
 
 
 class _Importer:

@@ -123,6 +123,16 @@ def _clip(e, name, x, lo=None, hi=None):
                 max=None if hi is None else float(hi))
 
 
+@on("clamp_min.default")
+def _clamp_min(e, name, x, lo):
+    return _clip(e, name, x, lo, None)
+
+
+@on("clamp_max.default")
+def _clamp_max(e, name, x, hi):
+    return _clip(e, name, x, None, hi)
+
+
 @on("clamp.Tensor")
 def _clamp_tensor(e, name, x, lo=None, hi=None):
     if lo is not None:
@@ -276,6 +286,15 @@ for _k, _op in {"mean.dim": "mean", "mean.default": "mean", "sum.dim_IntList": "
                 "sum.default": "sum", "amax.default": "max", "amin.default": "min",
                 "max.default": "max", "min.default": "min", "prod.default": "prod"}.items():
     HANDLERS[_k] = _reduce(_op)
+
+
+@on("max.dim", "min.dim")
+def _max_dim(e, name, x, dim, keepdim=False):
+    """The values only; the indices output is not computed."""
+    op = "max" if str(e.node.target).startswith("aten.max") else "min"
+    values = e.op(op, cast(e, x, e.out_dtype), name=name, axis=(int(dim) % len(x.shape),),
+                  keepdims=bool(keepdim))
+    return (e.reshape(values, e.out_shape), None)
 
 
 @on("var.correction", "var_mean.correction", "var.dim", "std.correction")

@@ -157,3 +157,19 @@ def _identity(e, name, x, *rest, **kw):
 @on("expand.default", "expand_copy.default")
 def _expand(e, name, x, sizes, implicit=False):
     return expand_to(e, x, e.out_shape, name)
+
+
+@on("index.Tensor")
+def _index(e, name, x, indices):
+    """x[..., idx, ...] with one integer index tensor: a gather along its axis."""
+    axes = [i for i, v in enumerate(indices) if v is not None]
+    if len(axes) != 1 or indices[axes[0]].dtype != "int32" or \
+            str(e.node.args[1][axes[0]].meta["val"].dtype) == "torch.bool":
+        raise ImportError_(f"node {name}: indexing with {len(axes)} index tensors or a boolean "
+                           "mask; one integer index tensor is supported")
+    return e.op("gather", x, indices[axes[0]], name=name, axis=axes[0])
+
+
+@on("sym_size.int")
+def _sym_size(e, name, x, dim):
+    return x.shape[dim]
