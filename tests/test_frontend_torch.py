@@ -143,8 +143,11 @@ ATEN_CASES = {
                       (torch.randn(3, 3), torch.tensor([2, 0, 1]))),
     "upsample": (Fn(lambda s, x: F.interpolate(x, scale_factor=2, mode="nearest")
                     + F.interpolate(x, size=(16, 16), mode="bilinear")
-                    + F.interpolate(x, size=(16, 16), mode="bilinear", align_corners=True)),
-                 x4()),
+                    + F.interpolate(x, size=(16, 16), mode="bilinear", align_corners=True)
+                    + F.interpolate(x, scale_factor=1.5, mode="nearest")[..., :4, :4]
+                    .repeat(1, 1, 4, 4)
+                    + F.interpolate(x[..., :5, :5], scale_factor=1.5, mode="bilinear")
+                    [..., :4, :4].repeat(1, 1, 4, 4)), x4()),
 }
 ALL_CASES = {**CASES, **ATEN_CASES}
 

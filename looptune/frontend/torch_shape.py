@@ -22,13 +22,14 @@ def _view(e, name, x, *rest):
 
 @on("as_strided.default")
 def _as_strided(e, name, x, size, stride, offset=0):
-    """Only as a view: the input's bytes in order (a reshape)."""
+    """Only as a view of a contiguous input's bytes in order (a reshape)."""
     expect, acc = [], 1
     for s in reversed(list(size)):
         expect.append(acc)
         acc *= int(s)
     expect = expect[::-1]
-    if offset or acc != int(np.prod(x.shape)) or any(
+    if offset or acc != int(np.prod(x.shape)) or \
+            not e.node.args[0].meta["val"].is_contiguous() or any(
             int(st) != ex for st, ex, s in zip(stride, expect, size) if int(s) != 1):
         raise ImportError_(f"node {name}: as_strided with strides {list(stride)} that are not "
                            "a contiguous view")
@@ -134,16 +135,19 @@ def _pad(e, name, x, pad, value=0.0):
                 value=float(value))
 
 
-@on("upsample_nearest2d.vec", "upsample_nearest2d.default", "upsample_bilinear2d.vec",
-     "upsample_bilinear2d.default")
-def _upsample(e, name, x, *rest, **kw):
+@on("upsample_nearest2d.vec", "upsample_bilinear2d.vec")
+def _upsample(e, name, x, output_size, *rest):
+    """interpolate: nearest is asymmetric + floor, bilinear pytorch_half_pixel or
+    align_corners; a given scale factor (not the sizes' ratio) maps the coordinates."""
     linear = "bilinear" in str(e.node.target)
-    align = bool(rest[1]) if linear and len(rest) > 1 else bool(kw.get("align_corners", False))
+    align, scales = (bool(rest[0]), rest[1]) if linear else (False, rest[0])
     attrs = dict(mode="linear" if linear else "nearest", sizes=e.out_shape,
                  coordinate_transformation_mode="align_corners" if align else
-                 ("half_pixel" if linear else "asymmetric"))
+                 ("pytorch_half_pixel" if linear else "asymmetric"))
     if not linear:
         attrs["nearest_mode"] = "floor"
+    if scales is not None and not align:
+        attrs["scales"] = (1.0, 1.0) + tuple(float(f) for f in scales)
     return e.op("resize", x, name=name, **attrs)
 
 
@@ -153,10 +157,16 @@ def _identity(e, name, x, *rest, **kw):
     return (x, None) if "native_dropout" in str(e.node.target) else x
 
 
-
 @on("expand.default", "expand_copy.default")
 def _expand(e, name, x, sizes, implicit=False):
     return expand_to(e, x, e.out_shape, name)
+
+
+@on("repeat.default")
+def _repeat(e, name, x, reps):
+    reps = tuple(int(r) for r in reps)
+    x = e.reshape(x, (1,) * (len(reps) - len(x.shape)) + x.shape)
+    return x if set(reps) == {1} else e.op("tile", x, name=name, reps=reps)
 
 
 @on("index.Tensor")
