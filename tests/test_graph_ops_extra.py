@@ -330,27 +330,39 @@ POOLS = [(7, 7, 3, 2, 1, True, True), (7, 7, 3, 2, 1, True, False), (8, 6, 2, 2,
          (5, 5, 2, 2, 1, True, False), (6, 7, 3, 1, 1, False, False), (6, 5, 3, 3, 0, True, True)]
 
 
-def pool_graph(layout="NCHW"):
+def pool_graph():
+    """Every case in both layouts (NHWC: what graph.layout.channels_last makes of them)."""
     g = GraphBuilder("pools")
     out = []
-    for k, (h, w, kern, stride, pad, ceil, incl) in enumerate(POOLS):
-        x = g.input(f"x{k}", (2, 3, h, w) if layout == "NCHW" else (2, h, w, 3))
-        out.append(g.op("max_pool2d", x, kernel=kern, stride=stride, padding=pad,
-                        ceil_mode=ceil, layout=layout, name=f"max{k}"))
-        out.append(g.op("avg_pool2d", x, kernel=kern, stride=stride, padding=pad,
-                        ceil_mode=ceil, count_include_pad=incl, layout=layout, name=f"avg{k}"))
+    for layout in LAYOUTS:
+        for k, (h, w, kern, stride, pad, ceil, incl) in enumerate(POOLS):
+            x = g.input(f"x{layout}{k}", (2, 3, h, w) if layout == "NCHW" else (2, h, w, 3))
+            out.append(g.op("max_pool2d", x, kernel=kern, stride=stride, padding=pad,
+                            ceil_mode=ceil, layout=layout, name=f"max{layout}{k}"))
+            out.append(g.op("avg_pool2d", x, kernel=kern, stride=stride, padding=pad,
+                            ceil_mode=ceil, count_include_pad=incl, layout=layout,
+                            name=f"avg{layout}{k}"))
     return g.finish(*out)
 
 
-def pool_expected(inputs, layout="NCHW"):
+LAYOUTS = ("NCHW", "NHWC")
+
+
+def pool_inputs():
+    return [rand(2, 3, h, w) if layout == "NCHW" else rand(2, h, w, 3)
+            for layout in LAYOUTS for h, w, *_ in POOLS]
+
+
+def pool_expected(inputs):
     """torch.nn.functional's pools where torch is importable, else an independent loop."""
     e = {}
-    for k, (x, (h, w, kern, stride, pad, ceil, incl)) in enumerate(zip(inputs, POOLS)):
+    for n, x in enumerate(inputs):
+        layout, k = LAYOUTS[n // len(POOLS)], n % len(POOLS)
         xc = x if layout == "NCHW" else np.transpose(x, (0, 3, 1, 2))
-        mx, av = _torch_pools(xc, kern, stride, pad, ceil, incl)
+        mx, av = _torch_pools(xc, *POOLS[k][2:])
         if layout == "NHWC":
             mx, av = (np.ascontiguousarray(np.transpose(v, (0, 2, 3, 1))) for v in (mx, av))
-        e[f"max{k}"], e[f"avg{k}"] = mx, av
+        e[f"max{layout}{k}"], e[f"avg{layout}{k}"] = mx, av
     return e
 
 
@@ -389,26 +401,18 @@ def _loop_pools(x, kern, stride, pad, ceil, incl):
     return mx, av
 
 
-def pool_inputs(layout="NCHW"):
-    return [rand(2, 3, h, w) if layout == "NCHW" else rand(2, h, w, 3)
-            for h, w, *_ in POOLS]
-
-
 def test_pooling_ceil_mode_and_count_include_pad_match_torch():
-    for layout in ("NCHW", "NHWC"):
-        inputs = pool_inputs(layout)
-        check_graph(pool_graph(layout), pool_expected(inputs, layout), inputs, compile=False)
-    x = pool_inputs()
+    inputs = pool_inputs()
+    check_graph(pool_graph(), pool_expected(inputs), inputs, compile=False)
     for k, case in enumerate(POOLS):  # the independent loop agrees with torch too
-        for a, b in zip(_loop_pools(x[k], *case[2:]), _torch_pools(x[k], *case[2:])):
+        for a, b in zip(_loop_pools(inputs[k], *case[2:]), _torch_pools(inputs[k], *case[2:])):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.cc
-@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
-def test_pooling_ceil_mode_and_count_include_pad_compile_and_match(layout):
-    inputs = pool_inputs(layout)
-    check_graph(pool_graph(layout), pool_expected(inputs, layout), inputs)
+def test_pooling_ceil_mode_and_count_include_pad_compile_and_match():
+    inputs = pool_inputs()
+    check_graph(pool_graph(), pool_expected(inputs), inputs)
 
 
 # ---------------------------------------------------------------------- resize
