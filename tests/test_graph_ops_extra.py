@@ -213,6 +213,7 @@ def gather_graph():
         "expand": g.op("expand", g.input("e", (3, 1, 7)), shape=(2, 3, 6, 7), name="expand"),
         "expand_keep": g.op("expand", g.input("e2", (1, 6, 1)), shape=(5, -1, 7),
                             name="expand_keep"),
+        "expand_two_way": g.op("expand", d, shape=(6, 1), name="expand_two_way"),  # ONNX's
         "tile": g.op("tile", d, reps=(2, 1, 3), name="tile"),
         "tile_short": g.op("tile", d, reps=(2,), name="tile_short"),
         "tile_long": g.op("tile", ids, reps=(2, 1, 2), name="tile_long"),
@@ -231,7 +232,8 @@ def gather_expected(d, ids, ge, e, e2):
     t = {"gather0": d[ids], "gather1": d[:, ids], "gather_neg": d[:, :, ids],
          "gather_elements": np.take_along_axis(d, np.where(ge < 0, ge + 6, ge), axis=1),
          "embedding": TABLE[ids], "expand": np.broadcast_to(e, (2, 3, 6, 7)),
-         "expand_keep": np.broadcast_to(e2, (5, 6, 7)), "tile": np.tile(d, (2, 1, 3)),
+         "expand_keep": np.broadcast_to(e2, (5, 6, 7)), "expand_two_way": d * np.ones((6, 1), "float32"),
+         "tile": np.tile(d, (2, 1, 3)),
          "tile_short": np.tile(d, 2), "tile_long": np.tile(ids, (2, 1, 2))}
     return {k: np.ascontiguousarray(v) for k, v in t.items()}
 
