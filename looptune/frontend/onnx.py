@@ -67,13 +67,23 @@ def graph_dtype(elem_type: int) -> str | None:
     return _GRAPH_DTYPES.get(elem_type)
 
 
+class _Emitter(Emitter):
+    def const(self, name: str, data) -> Value:
+        """A constant that keeps a 0-d array 0-d (GraphBuilder.const makes it 1-d), so that
+        scalars broadcast, index and fold as ONNX says."""
+        v = super().const(name, data)
+        if np.ndim(data) == 0 and v.shape != ():
+            v = Value(v.name, TensorType((), v.dtype), data=v.data.reshape(()))
+        return v
+
+
 class _Importer:
     def __init__(self, model, name: str, opset: int):
         self.model = model
         self.graph = model.graph
         self.name = name
         self.opset = opset
-        self.e = Emitter(name)
+        self.e = _Emitter(name)
         self.env: dict = {}
         self.problems = ProblemCollector()
         self.tainted: set = set()   # ids of values whose type is a guess (after a failure)
@@ -276,6 +286,7 @@ class _Importer:
 
 def _reason(e: Exception, label: str) -> str:
     text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    text = text.split("; registered:")[0]  # an unknown graph operator: not the whole list
     for prefix in (f"node {label}: ", f"ONNX node {label}: "):
         text = text[len(prefix):] if text.startswith(prefix) else text
     return text if isinstance(e, GraphError) else f"{type(e).__name__}: {text}"

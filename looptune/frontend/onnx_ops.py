@@ -96,7 +96,8 @@ def _binary(op):
         a, b = ins
         for x, y, rev in ((a, b, False), (b, a, True)):  # a scalar constant becomes scalar=
             s = _scalar(y)
-            if s is not None and not x.is_const and len(y.shape) <= len(x.shape):
+            if s is not None and not x.is_const and len(y.shape) <= len(x.shape) \
+                    and x.dtype == "float32":  # scalar= is a float
                 if op == "pow" and s == 2:
                     return imp.op("mul", x, x, name=name)
                 if op == "pow" and s == 0.5:
