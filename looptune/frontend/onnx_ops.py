@@ -39,13 +39,9 @@ for _k, _op in {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "ex
                 "Sqrt": "sqrt", "Neg": "neg", "Erf": "erf", "Abs": "abs", "Log": "log",
                 "Floor": "floor", "Ceil": "ceil", "Sin": "sin", "Cos": "cos",
                 "Softplus": "softplus", "Sign": "sign", "Round": "round", "Mish": "mish",
-                "HardSwish": "hardswish", "IsNaN": "isnan", "Not": "logical_not"}.items():
+                "HardSwish": "hardswish", "IsNaN": "isnan", "Not": "logical_not",
+                "Reciprocal": "reciprocal"}.items():
     HANDLERS[_k] = _unary(_op)
-
-
-@_on("Reciprocal")
-def _reciprocal(imp, name, ins, at):
-    return imp.op("div", ins[0], name=name, scalar=1.0, reverse=True)
 
 
 @_on("Gelu")
@@ -130,7 +126,11 @@ HANDLERS["Sum"] = _variadic("add")
 
 @_on("Mod")
 def _mod(imp, name, ins, at):
-    return imp.op("mod", ins[0], ins[1], name=name, fmod=bool(at.get("fmod", 0)))
+    a, b = ins
+    if bool(at.get("fmod", 0)) != (a.dtype == "float32"):  # graph mod: fmod on floats only
+        raise ImportError_(f"node {name}: Mod with fmod={at.get('fmod', 0)} on {a.dtype} is "
+                           "not supported")
+    return imp.op("mod", a, b, name=name)
 
 
 @_on("Where")
@@ -547,6 +547,26 @@ def _tile(imp, name, ins, at):
     return imp.op("tile", ins[0], name=name, reps=reps)
 
 
+@_on("CumSum")
+def _cumsum(imp, name, ins, at):
+    """A product with a triangular matrix of ones: y = x @ T over the summed axis."""
+    x = ins[0]
+    rank = len(x.shape)
+    axis = imp.ints(ins[1], "the axis", name)[0] % rank
+    k = np.arange(x.shape[axis])
+    before = k[:, None] > k[None, :] if at.get("reverse", 0) else k[:, None] < k[None, :]
+    tri = before | ((k[:, None] == k[None, :]) & (not at.get("exclusive", 0)))
+    perm = [a for a in range(rank) if a != axis] + [axis]
+    xt = x if axis == rank - 1 else imp.op("transpose", x, name=name + "_t", perm=tuple(perm))
+    xf = xt if xt.dtype == "float32" else imp.op("cast", xt, name=name + "_f", dtype="float32")
+    y = imp.e.matmul(xf, imp.const(name + "_tri", tri.astype(np.float32)), name, emit=imp.op)
+    if x.dtype != "float32":
+        y = imp.op("cast", y, name=name + "_i", dtype=x.dtype)
+    if axis != rank - 1:
+        y = imp.op("transpose", y, name=name + "_back", perm=tuple(np.argsort(perm)))
+    return y
+
+
 @_on("Trilu")
 def _trilu(imp, name, ins, at):
     x = ins[0]
@@ -643,6 +663,26 @@ def _param(imp, name, v, norm_shape, inner):
     if tuple(v.shape) != tuple(norm_shape):
         v = _expand_to(imp, name + "_param", v, norm_shape)
     return imp.e.reshape(v, (inner,), name + "_param")
+
+
+@_on("InstanceNormalization", "GroupNormalization")
+def _group_norm(imp, name, ins, at):
+    """Normalized over each (sample, group of channels): a layer_norm of (N, G, C/G * spatial)
+    rows, then the per-channel scale and bias (InstanceNormalization: one channel a group)."""
+    x, scale, bias = ins[:3]
+    n, c = x.shape[:2]
+    groups = int(at.get("num_groups", c))
+    y = imp.e.reshape(x, (n, groups, int(np.prod(x.shape[1:])) // groups), name + "_rows")
+    y = imp.e.reshape(imp.op("layer_norm", y, name=name + "_norm",
+                             eps=float(at.get("epsilon", 1e-5))), x.shape, name + "_back")
+    if scale.shape[0] != c:  # GroupNormalization before opset 21: one scale per group
+        scale, bias = (imp.const(v.name + "_c", np.repeat(imp.array(v, "the scale", name),
+                                                          c // groups)) for v in (scale, bias))
+    if scale.is_const and bias.is_const:
+        return imp.e.channel_affine(y, scale.data, bias.data, name)
+    per_channel = (1, c) + (1,) * (len(x.shape) - 2)
+    y = imp.op("mul", y, imp.e.reshape(scale, per_channel), name=name + "_mul")
+    return imp.op("add", y, imp.e.reshape(bias, per_channel), name=name)
 
 
 @_on("SimplifiedLayerNormalization", "RMSNormalization")
