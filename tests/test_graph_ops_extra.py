@@ -264,3 +264,55 @@ def test_constant_folding_uses_the_references():
     xv = rand(4, 4)
     for a, b in zip(evaluate(folded, xv), evaluate(graph, xv)):
         np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------------- reductions, norms
+def norm_graph():
+    g = GraphBuilder("norms")
+    x = g.input("x", (3, 5, 16))
+    gamma = g.const("gamma", rand(16))
+    g2, b2 = g.const("g2", rand(5, 16)), g.const("b2", rand(5, 16))
+    out = {
+        "min": g.op("min", x, axis=-1, name="min"),
+        "min_keep": g.op("min", x, axis=(0, 2), keepdims=True, name="min_keep"),
+        "prod": g.op("prod", g.op("mul", x, scalar=0.5), axis=1, name="prod"),
+        "rms_norm": g.op("rms_norm", x, gamma, eps=1e-5, name="rms_norm"),
+        "rms_norm_plain": g.op("rms_norm", x, name="rms_norm_plain"),
+        "log_softmax": g.op("log_softmax", x, name="log_softmax"),
+        "log_softmax0": g.op("log_softmax", x, axis=0, name="log_softmax0"),
+        "layer_norm2": g.op("layer_norm", x, g2, b2, axes_count=2, name="layer_norm2"),
+        "layer_norm3": g.op("layer_norm", x, axes_count=3, eps=1e-3, name="layer_norm3"),
+    }
+    return g.finish(*out.values()), gamma.data, g2.data, b2.data
+
+
+def norm_expected(x, gamma, g2, b2):
+    x64 = x.astype(np.float64)
+
+    def ln(v, axes, eps):
+        m = v.mean(axis=axes, keepdims=True)
+        return (v - m) / np.sqrt(((v - m) ** 2).mean(axis=axes, keepdims=True) + eps)
+
+    def lsm(v, axis):
+        return v - np.log(np.exp(v).sum(axis=axis, keepdims=True))
+
+    rms = x64 / np.sqrt((x64 ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+    e = {"min": x64.min(axis=-1), "min_keep": x64.min(axis=(0, 2), keepdims=True),
+         "prod": np.prod(x64 * 0.5, axis=1), "rms_norm": rms * gamma,
+         "rms_norm_plain": x64 / np.sqrt((x64 ** 2).mean(axis=-1, keepdims=True) + 1e-6),
+         "log_softmax": lsm(x64, -1), "log_softmax0": lsm(x64, 0),
+         "layer_norm2": ln(x64, (1, 2), 1e-5) * g2 + b2, "layer_norm3": ln(x64, (0, 1, 2), 1e-3)}
+    return {k: v.astype("float32") for k, v in e.items()}
+
+
+def test_reductions_and_norms_match_numpy():
+    graph, *consts = norm_graph()
+    x = rand(3, 5, 16)
+    check_graph(graph, norm_expected(x, *consts), (x,), compile=False)
+
+
+@pytest.mark.cc
+def test_reductions_and_norms_compile_and_match():
+    graph, *consts = norm_graph()
+    x = rand(3, 5, 16)
+    check_graph(graph, norm_expected(x, *consts), (x,), rtol=1e-4, atol=1e-5)

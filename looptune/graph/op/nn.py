@@ -297,16 +297,20 @@ def softmax(inputs, attrs, node):
 
 def _layer_norm_ref(a, attrs):
     x = a[0]
-    gamma = a[1] if len(a) > 1 else None
-    beta = a[2] if len(a) > 2 else None
-    return R.layer_norm(x, gamma, beta, attrs.get("eps", 1e-5))
+    k = int(attrs.get("axes_count", 1))
+    flat = x.shape[:x.ndim - k] + (-1,)  # the last k axes as one
+    gamma = a[1].reshape(-1) if len(a) > 1 else None
+    beta = a[2].reshape(-1) if len(a) > 2 else None
+    return R.layer_norm(x.reshape(flat), gamma, beta, attrs.get("eps", 1e-5)).reshape(x.shape)
 
 
-@graph_op("layer_norm", "reduction", attrs=("eps",), ref=_layer_norm_ref)
+@graph_op("layer_norm", "reduction", attrs=("eps", "axes_count"), ref=_layer_norm_ref)
 def layer_norm(inputs, attrs, node):
-    """Over the last axis, with optional gamma and beta inputs."""
+    """Over the last axis, or the last `axes_count` axes (torch's normalized_shape), with
+    optional gamma and beta inputs of those axes' shape."""
     _n_inputs(node, "layer_norm", inputs, 1, 3)
     X = inputs[0]
     gamma = inputs[1] if len(inputs) > 1 else None
     beta = inputs[2] if len(inputs) > 2 else None
-    return ops.layer_norm(X, gamma, beta, axis=-1, eps=float(attrs.get("eps", 1e-5)), name=node)
+    return ops.layer_norm(X, gamma, beta, axis=-1, eps=float(attrs.get("eps", 1e-5)), name=node,
+                          axes_count=int(attrs.get("axes_count", 1)))
