@@ -255,7 +255,13 @@ class _Importer:
         if all(isinstance(v, Value) and v.is_const for v in inputs):
             ref = get_graph_op(op).ref([v.data for v in inputs], attrs)
             return self.e.const(name or op, np.asarray(ref))
-        return self.e.op(op, *[self.graph_value(v) for v in inputs], name=name, **attrs)
+        args = [self.graph_value(v) for v in inputs]
+        if get_graph_op(op).kind == "elementwise" and any(v.shape for v in args):
+            # a 0-d constant among tensors broadcasts as a 1-element vector, which every
+            # kernel argument path handles
+            args = [self.e.reshape(v, (1,)) if v.is_const and v.shape == () else v
+                    for v in args]
+        return self.e.op(op, *args, name=name, **attrs)
 
     def graph_value(self, v: Value) -> Value:
         """A constant as the graph holds it: int32 for integers and booleans, float32."""
