@@ -83,5 +83,5 @@ def run(args) -> int:
     print(f"  {'task':<48} {'weight':>6} {'MFLOP':>9} {'share':>6}")
     for name, weight, flops in rows:
         print(f"  {name[:48]:<48} {weight:>6} {flops / 1e6:>9.1f} {100 * flops / total:>5.1f}%")
-    print(f"total {total / 1e6:.1f} MFLOP per inference")
+    print(f"total {total / 1e6:.3g} MFLOP per inference")
     return 0
