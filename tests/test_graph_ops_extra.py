@@ -316,3 +316,277 @@ def test_reductions_and_norms_compile_and_match():
     graph, *consts = norm_graph()
     x = rand(3, 5, 16)
     check_graph(graph, norm_expected(x, *consts), (x,), rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------------- pooling
+# (H, W, kernel, stride, padding, ceil_mode, count_include_pad): overhanging last windows,
+# a window that would start in the padding (dropped), windows partly in the padding
+POOLS = [(7, 7, 3, 2, 1, True, True), (7, 7, 3, 2, 1, True, False), (8, 6, 2, 2, 0, True, True),
+         (9, 10, (3, 2), (2, 3), (1, 1), True, False), (6, 6, 3, 2, 1, True, True),
+         (5, 5, 2, 2, 1, True, False), (6, 7, 3, 1, 1, False, False), (6, 5, 3, 3, 0, True, True)]
+
+
+def pool_graph(layout="NCHW"):
+    g = GraphBuilder("pools")
+    out = []
+    for k, (h, w, kern, stride, pad, ceil, incl) in enumerate(POOLS):
+        x = g.input(f"x{k}", (2, 3, h, w) if layout == "NCHW" else (2, h, w, 3))
+        out.append(g.op("max_pool2d", x, kernel=kern, stride=stride, padding=pad,
+                        ceil_mode=ceil, layout=layout, name=f"max{k}"))
+        out.append(g.op("avg_pool2d", x, kernel=kern, stride=stride, padding=pad,
+                        ceil_mode=ceil, count_include_pad=incl, layout=layout, name=f"avg{k}"))
+    return g.finish(*out)
+
+
+def pool_expected(inputs, layout="NCHW"):
+    """torch.nn.functional's pools where torch is importable, else an independent loop."""
+    e = {}
+    for k, (x, (h, w, kern, stride, pad, ceil, incl)) in enumerate(zip(inputs, POOLS)):
+        xc = x if layout == "NCHW" else np.transpose(x, (0, 3, 1, 2))
+        mx, av = _torch_pools(xc, kern, stride, pad, ceil, incl)
+        if layout == "NHWC":
+            mx, av = (np.ascontiguousarray(np.transpose(v, (0, 2, 3, 1))) for v in (mx, av))
+        e[f"max{k}"], e[f"avg{k}"] = mx, av
+    return e
+
+
+def _torch_pools(x, kern, stride, pad, ceil, incl):
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return _loop_pools(x, kern, stride, pad, ceil, incl)
+    t = torch.from_numpy(x)
+    return (F.max_pool2d(t, kern, stride, pad, ceil_mode=ceil).numpy(),
+            F.avg_pool2d(t, kern, stride, pad, ceil_mode=ceil, count_include_pad=incl).numpy())
+
+
+def _loop_pools(x, kern, stride, pad, ceil, incl):
+    """PyTorch's CPU kernels' arithmetic, one output element at a time."""
+    (kh, kw), (sh, sw), (ph, pw) = ((v, v) if isinstance(v, int) else v
+                                    for v in (kern, stride, pad))
+
+    def out_size(n, k, s, p):
+        o = (-(-(n + 2 * p - k) // s) if ceil else (n + 2 * p - k) // s) + 1
+        return o - 1 if ceil and (o - 1) * s >= n + p else o
+
+    H, W = x.shape[2:]
+    oh, ow = out_size(H, kh, sh, ph), out_size(W, kw, sw, pw)
+    mx, av = np.zeros(x.shape[:2] + (oh, ow), "float32"), np.zeros(x.shape[:2] + (oh, ow), "float32")
+    for i in range(oh):
+        for j in range(ow):
+            hs, ws = i * sh - ph, j * sw - pw
+            he, we = min(hs + kh, H + ph), min(ws + kw, W + pw)
+            size = (he - hs) * (we - ws)
+            hs, ws, he, we = max(hs, 0), max(ws, 0), min(he, H), min(we, W)
+            win = x[:, :, hs:he, ws:we].astype(np.float64)
+            mx[:, :, i, j] = win.max(axis=(2, 3))
+            av[:, :, i, j] = win.sum(axis=(2, 3)) / (size if incl else (he - hs) * (we - ws))
+    return mx, av
+
+
+def pool_inputs(layout="NCHW"):
+    return [rand(2, 3, h, w) if layout == "NCHW" else rand(2, h, w, 3)
+            for h, w, *_ in POOLS]
+
+
+def test_pooling_ceil_mode_and_count_include_pad_match_torch():
+    for layout in ("NCHW", "NHWC"):
+        inputs = pool_inputs(layout)
+        check_graph(pool_graph(layout), pool_expected(inputs, layout), inputs, compile=False)
+    x = pool_inputs()
+    for k, case in enumerate(POOLS):  # the independent loop agrees with torch too
+        for a, b in zip(_loop_pools(x[k], *case[2:]), _torch_pools(x[k], *case[2:])):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_pooling_ceil_mode_and_count_include_pad_compile_and_match(layout):
+    inputs = pool_inputs(layout)
+    check_graph(pool_graph(layout), pool_expected(inputs, layout), inputs)
+
+
+# ---------------------------------------------------------------------- resize
+# name: (input (N, C, H, W), sizes, attrs, the torch.nn.functional.interpolate equivalent)
+RESIZES = {
+    "nearest_up": ((1, 2, 4, 5), (1, 2, 8, 10), dict(coordinate_transformation_mode="asymmetric",
+                                                     nearest_mode="floor"),
+                   dict(mode="nearest")),
+    "nearest_down": ((1, 2, 7, 9), (1, 2, 5, 4), dict(coordinate_transformation_mode="asymmetric",
+                                                      nearest_mode="floor"),
+                     dict(mode="nearest")),
+    "nearest_exact": ((1, 2, 5, 7), (1, 2, 8, 3), dict(nearest_mode="round_prefer_ceil"),
+                      dict(mode="nearest-exact")),
+    "bilinear": ((2, 2, 5, 4), (2, 2, 9, 11), dict(mode="linear",
+                                                   coordinate_transformation_mode="pytorch_half_pixel"),
+                 dict(mode="bilinear", align_corners=False)),
+    "bilinear_down": ((1, 3, 9, 8), (1, 3, 4, 5), dict(mode="linear"),
+                      dict(mode="bilinear", align_corners=False)),
+    "bilinear_corners": ((1, 2, 4, 6), (1, 2, 7, 13), dict(mode="linear",
+                                                           coordinate_transformation_mode="align_corners"),
+                         dict(mode="bilinear", align_corners=True)),
+    "bilinear_scale": ((1, 1, 5, 6), (1, 1, 7, 9), dict(mode="linear", scales=(1, 1, 1.5, 1.5),
+                                                        coordinate_transformation_mode="pytorch_half_pixel"),
+                       dict(mode="bilinear", align_corners=False, scale_factor=1.5)),
+    # ONNX's defaults, no torch equivalent: half_pixel + round_prefer_floor; asymmetric linear
+    "onnx_nearest": ((1, 2, 6, 4), (1, 2, 9, 10), {}, None),
+    "onnx_linear": ((1, 1, 4, 4), (1, 1, 8, 6), dict(mode="linear",
+                                                     coordinate_transformation_mode="asymmetric"),
+                    None),
+}
+
+
+def resize_graph():
+    g = GraphBuilder("resize")
+    out = [g.op("resize", g.input("x_" + name, shape), sizes=sizes, name=name, **attrs)
+           for name, (shape, sizes, attrs, _) in RESIZES.items()]
+    return g.finish(*out)
+
+
+def _onnx_like_resize(x, sizes, attrs):
+    """ONNX's formulas one output element at a time, 4-D, H and W resized."""
+    mode = attrs.get("mode", "nearest")
+    ctm = attrs.get("coordinate_transformation_mode", "half_pixel")
+    out = np.zeros(sizes, np.float64)
+    n_h, n_w = x.shape[2:]
+
+    def src(o, n, m):
+        return (o + 0.5) * n / m - 0.5 if ctm == "half_pixel" else o * n / m
+
+    for i in range(sizes[2]):
+        for j in range(sizes[3]):
+            ch, cw = src(i, n_h, sizes[2]), src(j, n_w, sizes[3])
+            if mode == "nearest":  # round_prefer_floor
+                y = min(max(int(np.ceil(ch - 0.5)), 0), n_h - 1)
+                z = min(max(int(np.ceil(cw - 0.5)), 0), n_w - 1)
+                out[:, :, i, j] = x[:, :, y, z]
+                continue
+            ch, cw = min(max(ch, 0), n_h - 1), min(max(cw, 0), n_w - 1)
+            y0, z0 = int(ch), int(cw)
+            y1, z1 = min(y0 + 1, n_h - 1), min(z0 + 1, n_w - 1)
+            a, b = ch - y0, cw - z0
+            out[:, :, i, j] = ((1 - a) * ((1 - b) * x[:, :, y0, z0] + b * x[:, :, y0, z1])
+                               + a * ((1 - b) * x[:, :, y1, z0] + b * x[:, :, y1, z1]))
+    return out.astype("float32")
+
+
+def resize_expected(inputs):
+    torch = pytest.importorskip("torch")
+    e = {}
+    for x, (name, (shape, sizes, attrs, tattrs)) in zip(inputs, RESIZES.items()):
+        if tattrs is None:
+            e[name] = _onnx_like_resize(x, sizes, attrs)
+            continue
+        kw = dict(tattrs) if "scale_factor" in tattrs else dict(tattrs, size=sizes[2:])
+        e[name] = torch.nn.functional.interpolate(torch.from_numpy(x), **kw).numpy()
+    return e
+
+
+def test_resize_matches_torch_and_onnx_formulas():
+    inputs = [rand(*shape) for shape, *_ in RESIZES.values()]
+    check_graph(resize_graph(), resize_expected(inputs), inputs, compile=False)
+
+
+@pytest.mark.cc
+def test_resize_compiles_and_matches():
+    inputs = [rand(*shape) for shape, *_ in RESIZES.values()]
+    check_graph(resize_graph(), resize_expected(inputs), inputs)
+
+
+# ---------------------------------------------------------------------- attention
+def padding_mask(b, lk, lengths):
+    m = np.zeros((b, 1, 1, lk), "float32")
+    for i, n in enumerate(lengths):
+        m[i, ..., n:] = -np.inf
+    return m
+
+
+def attention_graph():
+    """A padding mask per batch (an input), causal self-attention with a given scale, a
+    constant 2-D mask, and 3-D inputs."""
+    g = GraphBuilder("attention")
+    q, k, v = g.input("q", (2, 3, 5, 8)), g.input("k", (2, 3, 7, 8)), g.input("v", (2, 3, 7, 6))
+    m = g.input("m", (2, 1, 1, 7))
+    x = g.input("x", (2, 2, 6, 4))
+    q3, k3 = g.input("q3", (4, 5, 8)), g.input("k3", (4, 9, 8))
+    out = [g.op("attention", q, k, v, m, name="padded"),
+           g.op("attention", x, x, x, causal=True, scale=0.3, name="causal"),
+           g.op("attention", q, k, v, g.const("bias", rand(5, 7)), name="biased"),
+           g.op("attention", q3, k3, k3, name="three_d")]
+    return g.finish(*out)
+
+
+def attention_inputs():
+    return (rand(2, 3, 5, 8), rand(2, 3, 7, 8), rand(2, 3, 7, 6), padding_mask(2, 7, (7, 4)),
+            rand(2, 2, 6, 4), rand(4, 5, 8), rand(4, 9, 8))
+
+
+def attention_expected(graph, q, k, v, m, x, q3, k3):
+    bias = next(n for n in graph.nodes if n.name == "biased").inputs[3].data
+    try:
+        import torch
+        from torch.nn.functional import scaled_dot_product_attention as sdpa
+    except ImportError:
+        torch = None
+
+    def ref(q, k, v, mask=None, causal=False, scale=None):
+        if torch is not None:
+            t = [torch.from_numpy(a) for a in (q, k, v)]
+            mask = None if mask is None else torch.from_numpy(mask)
+            return sdpa(*t, attn_mask=mask, is_causal=causal, scale=scale).numpy()
+        s = q.astype(np.float64) @ np.swapaxes(k, -1, -2) * (scale or q.shape[-1] ** -0.5)
+        s = s + (0 if mask is None else mask)
+        if causal:
+            s = np.where(np.tril(np.ones(s.shape[-2:])) > 0, s, -np.inf)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        return ((p / p.sum(-1, keepdims=True)) @ v).astype("float32")
+
+    return {"padded": ref(q, k, v, m), "causal": ref(x, x, x, causal=True, scale=0.3),
+            "biased": ref(q, k, v, bias), "three_d": ref(q3, k3, k3)}
+
+
+def test_attention_matches_torch():
+    graph, inputs = attention_graph(), attention_inputs()
+    check_graph(graph, attention_expected(graph, *inputs), inputs, compile=False)
+
+
+def test_attention_lowers_to_matmuls_and_a_softmax():
+    from looptune.graph.fuse import fuse
+    from looptune.graph.simplify import lower_attention, prepare
+    graph, inputs = attention_graph(), attention_inputs()
+    lowered = lower_attention(graph)
+    assert "attention" not in {n.op for n in lowered.nodes}
+    for a, b in zip(evaluate(lowered, *inputs), evaluate(graph, *inputs)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    names = [grp.name for grp in fuse(prepare(graph))]
+    assert "fused_batch_matmul_mul_add" in names  # scale and causal mask: the matmul's epilogue
+    assert "fused_add_softmax" in names           # the padding mask: the softmax's prologue
+    assert names.count("fused_batch_matmul") == 4  # probabilities @ v
+
+
+@pytest.mark.cc
+def test_attention_compiles_and_matches():
+    graph, inputs = attention_graph(), attention_inputs()
+    check_graph(graph, attention_expected(graph, *inputs), inputs, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.cc
+def test_attention_kernel_of_its_own_expression_matches():
+    """The attention operator's own tensor expression (unlowered), unscheduled."""
+    from test_graph import run_kernels
+    graph, inputs = attention_graph(), attention_inputs()
+    got = run_kernels(graph, *inputs)
+    for a, (name, want) in zip(got, attention_expected(graph, *inputs).items()):
+        np.testing.assert_allclose(a, want, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_out_of_range_constant_indices_are_an_error_not_a_clamp():
+    for op, idx, attrs in (("gather", [0, 5], {"axis": 0}), ("gather", [-6], {"axis": 0}),
+                           ("embedding", [7], {}), ("gather_elements", [[5, 0]], {"axis": 0})):
+        g = GraphBuilder()
+        x = g.input("x", (1, 2))
+        data = g.const("d", rand(5, 2))
+        y = g.op(op, data, g.const("i", np.array(idx, "int32")), **attrs)
+        with pytest.raises(GraphError, match=r"index -?\d+ is out of range for an axis of size 5"):
+            fold_constants(g.finish(g.op("add", x, y)))

@@ -3,7 +3,8 @@
 
 Indices are int32 tensors; a negative index counts from the end (idx + dim). A kernel cannot
 raise, so an index still outside [0, dim) is clamped to the nearest row: the importers check
-constant indices when they import, and the numpy references raise IndexError for them."""
+constant indices when they import, and the numpy references (constant folding) raise
+GraphError for them."""
 from __future__ import annotations
 
 import numpy as np
@@ -37,9 +38,21 @@ def _wrap_clamp(i, dim: int):
     return te.max(te.min(i, dim - 1), 0)
 
 
+def checked_indices(idx, dim: int, op: str) -> np.ndarray:
+    """int64 indices in [0, dim): negative ones count from the end; GraphError for any
+    outside [-dim, dim) (where a kernel would clamp)."""
+    idx = np.asarray(idx).astype(np.int64)
+    bad = idx[(idx < -dim) | (idx >= dim)]
+    if bad.size:
+        raise GraphError(f"{op}: index {int(bad.flat[0])} is out of range for an axis of "
+                         f"size {dim} ({bad.size} such indices)")
+    return np.where(idx < 0, idx + dim, idx)
+
+
 def _gather_ref(a, attrs):
     data, idx = a
-    return np.take(data, idx.astype(np.int64), axis=attrs.get("axis", 0))
+    axis = attrs.get("axis", 0) % data.ndim
+    return np.take(data, checked_indices(idx, data.shape[axis], "gather"), axis=axis)
 
 
 @graph_op("gather", "injective", attrs=("axis",), ref=_gather_ref)
@@ -61,7 +74,7 @@ def gather(inputs, attrs, node):
 def _gather_elements_ref(a, attrs):
     data, idx = a
     ax = attrs.get("axis", 0) % data.ndim
-    idx = idx.astype(np.int64)
+    idx = checked_indices(idx, data.shape[ax], "gather_elements")
     grid = list(np.indices(idx.shape, sparse=True))
     grid[ax] = idx
     return data[tuple(grid)]

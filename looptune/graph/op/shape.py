@@ -133,7 +133,12 @@ def pad(inputs, attrs, node):
                    float(attrs.get("value", 0.0)), name=node)
 
 
-@graph_op("embedding", "injective", ref=lambda a, at: a[0][a[1].astype(np.int64)])
+def _embedding_ref(a, attrs):
+    from .gather import checked_indices
+    return a[0][checked_indices(a[1], a[0].shape[0], "embedding")]
+
+
+@graph_op("embedding", "injective", ref=_embedding_ref)
 def embedding(inputs, attrs, node):
     """Rows of a table (first input) picked by integer indices (second input): gather on
     axis 0."""
