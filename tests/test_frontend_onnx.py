@@ -389,10 +389,18 @@ def shapes_and_copies():
 def resize_and_matmul():
     nodes = [helper.make_node("Resize", ["x", "", "scales"], ["near"], mode="nearest"),
              helper.make_node("Resize", ["x", "", "", "sizes"], ["lin"], mode="linear"),
+             helper.make_node("Resize", ["x", "", "odd"], ["torch_nearest"], mode="nearest",
+                              coordinate_transformation_mode="asymmetric",
+                              nearest_mode="floor"),
+             helper.make_node("Resize", ["x", "", "", "sizes"], ["corners"], mode="linear",
+                              coordinate_transformation_mode="align_corners"),
+             helper.make_node("Resize", ["x", "", "odd"], ["bilinear"], mode="linear",
+                              coordinate_transformation_mode="pytorch_half_pixel"),
              helper.make_node("MatMul", ["x", "y"], ["mm"])]
     inits = {"scales": np.array([1, 1, 2, 2], np.float32),
+             "odd": np.array([1, 1, 1.5, 0.75], np.float32),
              "sizes": np.array([1, 2, 5, 7], np.int64)}
-    outs = [(o, None, F) for o in ("near", "lin", "mm")]
+    outs = [(o, None, F) for o in ("near", "lin", "torch_nearest", "corners", "bilinear", "mm")]
     return model(nodes, [("x", [1, 2, 4, 6], F), ("y", [3, 1, 6, 2], F)], outs, inits), \
         {"x": rand(1, 2, 4, 6), "y": rand(3, 1, 6, 2)}
 
@@ -409,7 +417,7 @@ def test_handlers_match_onnx_runtime(name):
 
 @pytest.mark.cc
 @pytest.mark.parametrize("name", ["conv1d_and_pools1d", "pools_ceil_and_pads", "gathers",
-                                  "shapes_and_copies"])
+                                  "shapes_and_copies", "resize_and_matmul"])
 def test_handler_models_run_as_kernels(name):
     from test_graph import run_kernels
     m, feeds = HANDLER_MODELS[name]()

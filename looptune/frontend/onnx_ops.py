@@ -336,9 +336,17 @@ def _pool(kind):
 
 
 def _pool2d(imp, name, kind, x, kernel, strides, before, after, ceil_mode, include_pad):
-    """max_pool2d / avg_pool2d with ONNX's padding, ceil_mode and count_include_pad: uneven
-    or ceil padding is a pad node (zeros, or the lowest float for max), and an average whose
-    divisor is not the whole window is scaled by a constant per output position."""
+    """max_pool2d / avg_pool2d with ONNX's padding, ceil_mode and count_include_pad. Even
+    padding of at most half the kernel is the operator's own (its ceil_mode and
+    count_include_pad are PyTorch's rules, which ONNX follows); other padding is a pad node
+    (zeros, or the lowest float for max) with the average's divisor a constant per output
+    position."""
+    if before == after and all(p <= k // 2 for p, k in zip(before, kernel)):
+        opts = {"ceil_mode": True} if ceil_mode else {}
+        if kind == "avg_pool2d" and (ceil_mode or any(before)):
+            opts["count_include_pad"] = include_pad
+        return imp.op(kind, x, name=name, kernel=tuple(kernel), stride=tuple(strides),
+                      padding=tuple(before), **opts)
     size = x.shape[2:]
     out, extra = [], []
     for s, k, st, b, a in zip(size, kernel, strides, before, after):
@@ -348,15 +356,10 @@ def _pool2d(imp, name, kind, x, kernel, strides, before, after, ceil_mode, inclu
             o -= 1
         out.append(o)
         extra.append(max(0, (o - 1) * st + k - (s + b + a)))
-    lo, hi = list(before), [a + e for a, e in zip(after, extra)]
-    padding = tuple(lo)
-    if lo != hi or any(p > k // 2 for p, k in zip(lo, kernel)):
-        low = float(np.finfo(np.float32).min) if kind == "max_pool2d" else 0.0
-        x = imp.op("pad", x, name=name + "_pad", pad_before=(0, 0) + tuple(lo),
-                   pad_after=(0, 0) + tuple(hi), value=low)
-        padding = (0, 0)
-    y = imp.op(kind, x, name=name, kernel=tuple(kernel), stride=tuple(strides),
-               padding=padding)
+    low = float(np.finfo(np.float32).min) if kind == "max_pool2d" else 0.0
+    x = imp.op("pad", x, name=name + "_pad", pad_before=(0, 0) + tuple(before),
+               pad_after=(0, 0) + tuple(a + e for a, e in zip(after, extra)), value=low)
+    y = imp.op(kind, x, name=name, kernel=tuple(kernel), stride=tuple(strides))
     if kind == "avg_pool2d":
         per_axis = []
         for s, k, st, b, a, o in zip(size, kernel, strides, before, after, out):
@@ -623,15 +626,17 @@ def _resize(imp, name, ins, at):
     scales_v = _opt(ins, 2)
     scales = list(imp.array(scales_v, "the scales", name).reshape(-1)) \
         if scales_v is not None and scales_v.shape != (0,) else None
-    out = list(x.shape)
+    out, full_scales = list(x.shape), [1.0] * rank
     for j, a in enumerate(axes):
-        out[a] = sizes[j] if sizes else int(math.floor(x.shape[a] * scales[j]))
-    ctm = at.get("coordinate_transformation_mode", "half_pixel")
-    if ctm == "tf_crop_and_resize":
-        raise ImportError_(f"node {name}: Resize's tf_crop_and_resize is not supported")
+        if sizes:
+            out[a] = sizes[j]
+        else:  # the coordinates follow the given scale, not out / in
+            out[a], full_scales[a] = int(math.floor(x.shape[a] * scales[j])), float(scales[j])
+    extra = {"scales": tuple(full_scales)} if not sizes else {}
     return imp.op("resize", x, name=name, mode=mode, sizes=tuple(out),
-                  coordinate_transformation_mode=ctm,
-                  nearest_mode=at.get("nearest_mode", "round_prefer_floor"))
+                  coordinate_transformation_mode=at.get("coordinate_transformation_mode",
+                                                        "half_pixel"),
+                  nearest_mode=at.get("nearest_mode", "round_prefer_floor"), **extra)
 
 
 # ------------------------------------------------------------------ reductions, normalization
