@@ -78,7 +78,8 @@ def _clip(imp, name, ins, at):
     x, lo, hi = ins[0], _opt(ins, 1), _opt(ins, 2)
     bounds = {}
     for key, v in (("min", lo), ("max", hi)):
-        if v is not None and _scalar(v) is None:  # a tensor bound: an elementwise max / min
+        if v is not None and (_scalar(v) is None or x.dtype != "float32"):
+            # a tensor bound, or an integer one: an elementwise max / min
             x = imp.op("maximum" if key == "min" else "minimum", x, v, name=f"{name}_{key}")
         elif v is not None:
             bounds[key] = float(_scalar(v))
@@ -215,7 +216,7 @@ def _range(imp, name, ins, at):
 @_on("MatMul")
 def _matmul(imp, name, ins, at):
     a, b = ins
-    if len(a.shape) >= 3 and len(b.shape) >= 3 and a.shape[:-2] != b.shape[:-2]:
+    if len(b.shape) >= 3 and len(a.shape) >= 2 and a.shape[:-2] != b.shape[:-2]:
         lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])  # broadcast batch dimensions
         a = _expand_to(imp, name + "_a", a, lead + a.shape[-2:])
         b = _expand_to(imp, name + "_b", b, lead + b.shape[-2:])
