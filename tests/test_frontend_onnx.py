@@ -495,22 +495,52 @@ def test_opsets_13_to_21(opset):
 
 
 # ------------------------------------------------------------------ the zoo's small tier
-@pytest.mark.parametrize("name", ["mobilenet_v3_small", "bert_tiny", "m5"])
-def test_small_zoo_models_through_onnx_match_torch(name, tmp_path):
+SMALL_ZOO = ["mobilenet_v3_small", "bert_tiny", "m5"]
+
+
+@pytest.fixture(scope="module")
+def exported_zoo(tmp_path_factory):
+    """name -> (graph imported from the model's ONNX export, numpy inputs, torch's output),
+    each exported once."""
     torch = pytest.importorskip("torch")
-    from looptune.testing import zoo
-    if name not in zoo.names("small"):
-        pytest.skip(f"{name} left the zoo's small tier")
     pytest.importorskip("onnxscript")
-    net, inputs = zoo.build(name)
-    with torch.no_grad():
-        want = net(*inputs).numpy()
-    graph = from_onnx(zoo.export_onnx(net, inputs, tmp_path / f"{name}.onnx"))
-    got = evaluate(graph, *[t.numpy().astype(np.int32) if t.dtype == torch.int64
-                            else t.numpy() for t in inputs])[0]
-    assert np.max(np.abs(got - want)) <= 1e-3 * np.max(np.abs(want))
+    from looptune.testing import zoo
+    cache = {}
+
+    def get(name):
+        if name not in zoo.names("small"):
+            pytest.skip(f"{name} left the zoo's small tier")
+        if name not in cache:
+            net, inputs = zoo.build(name)
+            with torch.no_grad():
+                want = net(*inputs).numpy()
+            path = zoo.export_onnx(net, inputs, tmp_path_factory.mktemp("zoo") / f"{name}.onnx")
+            feeds = [t.numpy().astype(np.int32) if t.dtype == torch.int64 else t.numpy()
+                     for t in inputs]
+            cache[name] = from_onnx(path), feeds, want
+        return cache[name]
+    return get
+
+
+def rel_err(got, want):
+    return float(np.max(np.abs(np.asarray(got) - want)) / np.max(np.abs(want)))
+
+
+@pytest.mark.parametrize("name", SMALL_ZOO)
+def test_small_zoo_models_through_onnx_match_torch(name, exported_zoo):
+    graph, feeds, want = exported_zoo(name)
+    assert rel_err(evaluate(graph, *feeds)[0], want) <= 1e-3
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("name", ["bert_tiny", "m5"])
+def test_small_zoo_models_through_onnx_compile(name, exported_zoo):
+    import looptune
+    graph, feeds, want = exported_zoo(name)
+    got = looptune.compile_model(graph, target="cpu")(*feeds)
+    assert rel_err(got[0] if isinstance(got, (list, tuple)) else got, want) <= 1e-3
 
 
 def test_the_small_tier_is_tested():
     zoo = pytest.importorskip("looptune.testing.zoo")
-    assert set(zoo.names("small")) <= {"mobilenet_v3_small", "bert_tiny", "m5"}
+    assert set(zoo.names("small")) <= set(SMALL_ZOO)
