@@ -133,6 +133,9 @@ def logic_graph():
     out["mod_float"] = g.op("mod", x, y, name="mod_float")
     out["cast_f2i"] = g.op("cast", f, dtype="int32", name="cast_f2i")
     out["cast_i2f"] = g.op("cast", i, dtype="float32", name="cast_i2f")
+    out["abs_int"] = g.op("abs", i, name="abs_int")
+    out["sign_int"] = g.op("sign", i, name="sign_int")
+    out["clip_int"] = g.op("clip", i, min=-2, max=3.0, name="clip_int")
     return g.finish(*out.values())
 
 
@@ -165,6 +168,7 @@ def logic_expected(x, y, n, f, i, j):
         e["mod_float"] = np.fmod(x.astype(np.float64), y).astype("float32")
     e["cast_f2i"] = np.trunc(f).astype("int32")
     e["cast_i2f"] = i.astype("float32")
+    e["abs_int"], e["sign_int"], e["clip_int"] = np.abs(i), np.sign(i), np.clip(i, -2, 3)
     return e
 
 

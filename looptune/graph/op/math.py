@@ -19,18 +19,20 @@ def _one(node, op, inputs):
     return inputs[0]
 
 
-def _float_unary(name: str, fn, ref, attrs: tuple = (), doc: str = ""):
-    """Register `name`: out = fn(x, attrs) elementwise on a float tensor; `ref(x64, attrs)`."""
+def _float_unary(name: str, fn, ref, attrs: tuple = (), doc: str = "", ints: bool = False):
+    """Register `name`: out = fn(x, attrs) elementwise on a float tensor (or, with ints, an
+    int32 one too); `ref(x64, attrs)` (int64 for an int32 input)."""
     def build(inputs, attrs_, node):
         X = _one(node, name, inputs)
-        if not X.dtype.startswith("float"):
+        if not (X.dtype.startswith("float") or ints and X.dtype == "int32"):
             raise GraphError(f"node {node} ({name}): needs a float tensor, got {X.dtype}; "
                              "cast it first")
         return te.compute(X.shape, lambda *i: fn(X[i], attrs_), name=node, tag="elemwise")
 
     def np_ref(a, attrs_):
+        x = a[0].astype(np.float64 if a[0].dtype.kind == "f" else np.int64)
         with np.errstate(all="ignore"):
-            return np.asarray(ref(a[0].astype(np.float64), attrs_)).astype(a[0].dtype)
+            return np.asarray(ref(x, attrs_)).astype(a[0].dtype)
 
     build.__doc__ = doc
     graph_op(name, "elementwise", attrs=attrs, ref=np_ref)(build)
@@ -67,7 +69,7 @@ def _sign(x):
 
 _float_unary("reciprocal", lambda x, a: 1.0 / x, lambda x, a: 1.0 / x)
 _float_unary("rsqrt", lambda x, a: te.rsqrt(x), lambda x, a: 1.0 / np.sqrt(x))
-_float_unary("abs", lambda x, a: te.abs(x), lambda x, a: np.abs(x))
+_float_unary("abs", lambda x, a: te.abs(x), lambda x, a: np.abs(x), ints=True)
 _float_unary("log", lambda x, a: te.log(x), lambda x, a: np.log(x))
 _float_unary("floor", lambda x, a: te.floor(x), lambda x, a: np.floor(x))
 _float_unary("ceil", lambda x, a: te.ceil(x), lambda x, a: np.ceil(x))
@@ -92,7 +94,7 @@ _float_unary("elu", lambda x, a: te.if_then_else(x > 0, x, (te.exp(x) - 1.0)
                                                  * float(a.get("alpha", 1.0))),
              lambda x, a: np.where(x > 0, x, np.expm1(x) * a.get("alpha", 1.0)),
              attrs=("alpha",))
-_float_unary("sign", lambda x, a: _sign(x), lambda x, a: np.sign(x))
+_float_unary("sign", lambda x, a: _sign(x), lambda x, a: np.sign(x), ints=True)
 
 
 def _clip_ref(a, attrs):
