@@ -405,7 +405,26 @@ def resize_and_matmul():
         {"x": rand(1, 2, 4, 6), "y": rand(3, 1, 6, 2)}
 
 
+def composed_activations_and_blocks():
+    """Operators written with others: Selu, Celu, Softsign, PRelu, ThresholdedRelu, Mean,
+    DepthToSpace (both modes), SpaceToDepth."""
+    nodes = [helper.make_node("Selu", ["x"], ["selu"]),
+             helper.make_node("Celu", ["x"], ["celu"], alpha=0.7),
+             helper.make_node("Softsign", ["x"], ["softsign"]),
+             helper.make_node("PRelu", ["x", "slope"], ["prelu"]),
+             helper.make_node("ThresholdedRelu", ["x"], ["trelu"], alpha=0.3),
+             helper.make_node("Mean", ["x", "selu", "celu"], ["mean"]),
+             helper.make_node("DepthToSpace", ["x"], ["dcr"], blocksize=2),
+             helper.make_node("DepthToSpace", ["x"], ["crd"], blocksize=2, mode="CRD"),
+             helper.make_node("SpaceToDepth", ["x"], ["s2d"], blocksize=3)]
+    outs = [(o, None, F) for o in ("selu", "celu", "softsign", "prelu", "trelu", "mean", "dcr",
+                                   "crd", "s2d")]
+    return model(nodes, [("x", [1, 8, 3, 6], F)], outs, {"slope": rand(8, 1, 1)}), \
+        {"x": rand(1, 8, 3, 6) * 3}
+
+
 HANDLER_MODELS = {f.__name__: f for f in (
+    composed_activations_and_blocks,
     masks_and_compares, activations, gathers, splits_13, splits_18, conv1d_and_pools1d,
     pools_ceil_and_pads, reductions_18, softmax_norms, shapes_and_copies, resize_and_matmul)}
 
@@ -417,7 +436,8 @@ def test_handlers_match_onnx_runtime(name):
 
 @pytest.mark.cc
 @pytest.mark.parametrize("name", ["conv1d_and_pools1d", "pools_ceil_and_pads", "gathers",
-                                  "shapes_and_copies", "resize_and_matmul"])
+                                  "shapes_and_copies", "resize_and_matmul",
+                                  "composed_activations_and_blocks", "masks_and_compares"])
 def test_handler_models_run_as_kernels(name):
     from test_graph import run_kernels
     m, feeds = HANDLER_MODELS[name]()

@@ -65,6 +65,45 @@ def _elu(imp, name, ins, at):
     return imp.op("elu", ins[0], name=name, alpha=float(at.get("alpha", 1.0)))
 
 
+@_on("Selu")
+def _selu(imp, name, ins, at):
+    alpha, gamma = float(at.get("alpha", 1.67326319217681884765625)), \
+        float(at.get("gamma", 1.05070102214813232421875))
+    return imp.op("mul", imp.op("elu", ins[0], name=name + "_elu", alpha=alpha), name=name,
+                  scalar=gamma)
+
+
+@_on("Celu")
+def _celu(imp, name, ins, at):
+    """alpha * elu(x / alpha)."""
+    alpha = float(at.get("alpha", 1.0))
+    y = imp.op("elu", imp.op("mul", ins[0], name=name + "_in", scalar=1 / alpha),
+               name=name + "_elu", alpha=1.0)
+    return imp.op("mul", y, name=name, scalar=alpha)
+
+
+@_on("Softsign")
+def _softsign(imp, name, ins, at):
+    x = ins[0]
+    d = imp.op("add", imp.op("abs", x, name=name + "_abs"), name=name + "_d", scalar=1.0)
+    return imp.op("div", x, d, name=name)
+
+
+@_on("PRelu")
+def _prelu(imp, name, ins, at):
+    x, slope = ins
+    neg = imp.op("less", x, name=name + "_neg", scalar=0.0)
+    return imp.op("where", neg, imp.op("mul", x, slope, name=name + "_scaled"), x, name=name)
+
+
+@_on("ThresholdedRelu")
+def _thresholded_relu(imp, name, ins, at):
+    x = ins[0]
+    keep = imp.op("greater", x, name=name + "_keep", scalar=float(at.get("alpha", 1.0)))
+    return imp.op("where", keep, x, imp.const(name + "_zero", np.zeros(1, np.float32)),
+                  name=name)
+
+
 def _scalar(v):
     """The number a one-element constant holds, else None."""
     if v is not None and v.is_const and v.data.size == 1:
@@ -118,6 +157,12 @@ def _variadic(op):
             y = _binary(op)(imp, name if i == len(ins) - 2 else f"{name}_{i}", [y, v], at)
         return y
     return h
+
+
+@_on("Mean")
+def _mean(imp, name, ins, at):
+    total = _variadic("add")(imp, name + "_sum", ins, at)
+    return total if len(ins) == 1 else imp.op("mul", total, name=name, scalar=1 / len(ins))
 
 
 HANDLERS["Max"] = _variadic("maximum")
@@ -549,6 +594,24 @@ def _tile(imp, name, ins, at):
     if all(r == 1 for r in reps):
         return ins[0]
     return imp.op("tile", ins[0], name=name, reps=reps)
+
+
+@_on("DepthToSpace", "SpaceToDepth")
+def _depth_space(imp, name, ins, at):
+    """Blocks of channels to pixels and back: a reshape, a 6-D transpose, a reshape."""
+    x = ins[0]
+    b = int(at["blocksize"])
+    n, c, h, w = x.shape
+    if imp.node.op_type == "SpaceToDepth":
+        y = imp.e.reshape(x, (n, c, h // b, b, w // b, b), name + "_blocks")
+        y = imp.op("transpose", y, name=name + "_t", perm=(0, 3, 5, 1, 2, 4))
+        return imp.e.reshape(y, (n, c * b * b, h // b, w // b), name)
+    crd = at.get("mode", "DCR") == "CRD"
+    y = imp.e.reshape(x, (n, c // (b * b), b, b, h, w) if crd else (n, b, b, c // (b * b), h, w),
+                      name + "_blocks")
+    y = imp.op("transpose", y, name=name + "_t",
+               perm=(0, 1, 4, 2, 5, 3) if crd else (0, 3, 4, 1, 5, 2))
+    return imp.e.reshape(y, (n, c // (b * b), h * b, w * b), name)
 
 
 @_on("CumSum")
