@@ -351,6 +351,15 @@ def softmax_norms():
     return model(nodes, [("x", [2, 3, 4], F)], outs, inits, opset=21), {"x": rand(2, 3, 4)}
 
 
+def rms_norms():
+    """RMSNormalization (opset 23) and ONNX Runtime's SimplifiedLayerNormalization."""
+    nodes = [helper.make_node("RMSNormalization", ["x", "g"], ["rms"], epsilon=1e-3),
+             helper.make_node("SimplifiedLayerNormalization", ["x", "g2"], ["sln"], axis=-2)]
+    outs = [(o, None, F) for o in ("rms", "sln")]
+    return model(nodes, [("x", [2, 3, 8], F)], outs, {"g": rand(8), "g2": rand(3, 8)},
+                 opset=23), {"x": rand(2, 3, 8)}
+
+
 def shapes_and_copies():
     """Shape arithmetic on runtime tensors (Shape with start/end, Size, Concat, Reshape),
     Expand, Tile, Squeeze/Unsqueeze with axes inputs, Pad with a value and axes, Cast, CumSum,
@@ -424,9 +433,9 @@ def composed_activations_and_blocks():
 
 
 HANDLER_MODELS = {f.__name__: f for f in (
-    composed_activations_and_blocks,
-    masks_and_compares, activations, gathers, splits_13, splits_18, conv1d_and_pools1d,
-    pools_ceil_and_pads, reductions_18, softmax_norms, shapes_and_copies, resize_and_matmul)}
+    masks_and_compares, activations, composed_activations_and_blocks, gathers, splits_13,
+    splits_18, conv1d_and_pools1d, pools_ceil_and_pads, reductions_18, softmax_norms, rms_norms,
+    shapes_and_copies, resize_and_matmul)}
 
 
 @pytest.mark.parametrize("name", sorted(HANDLER_MODELS))
