@@ -181,25 +181,31 @@ def test_unsupported_operator_and_dynamic_shapes_get_clear_errors(tmp_path):
 
 
 def test_every_unsupported_operator_is_named_in_one_error():
-    """Two unsupported operators (one twice) and a refused Pad mode, with supported nodes
-    between and after them: one error names all three, with counts and a node each."""
+    """Two unsupported operators (one twice), a refused Pad mode and a refused output, with
+    supported nodes between and after them: one error names all four, with counts and a node
+    each."""
     nodes = [helper.make_node("Det", ["x"], ["d"]),
              helper.make_node("Relu", ["x"], ["r"]),
              helper.make_node("Hardmax", ["r"], ["h"]),
              helper.make_node("Add", ["h", "r"], ["a"]),
              helper.make_node("Pad", ["a", "pads"], ["p"], mode="reflect"),
              helper.make_node("Hardmax", ["p"], ["h2"]),
+             helper.make_node("LayerNormalization", ["x", "g"], ["ln", "lnmean"]),
+             helper.make_node("Add", ["ln", "lnmean"], ["lnm"]),
              helper.make_node("Unsqueeze", ["d", "ax"], ["du"]),
              helper.make_node("Add", ["h2", "du"], ["y"])]
-    m = model(nodes, [("x", [3, 3], F)], [("y", None, F)],
-              {"pads": np.array([0, 1, 0, 1], np.int64), "ax": np.array([0, 1], np.int64)})
+    m = model(nodes, [("x", [3, 3], F)], [("y", None, F), ("lnm", None, F)],
+              {"pads": np.array([0, 1, 0, 1], np.int64), "ax": np.array([0, 1], np.int64),
+               "g": rand(3)})
     with pytest.raises(ImportError_) as info:
         from_onnx(m)
     text = str(info.value)
-    assert "4 node(s) of 3 ONNX operator(s)" in text
+    assert "5 node(s) of 4 ONNX operator(s)" in text
     assert "Hardmax x2 (e.g. node h)" in text and "Det x1 (e.g. node d)" in text
     assert "Pad x1 (e.g. node p): Pad mode 'reflect' is not supported" in text
-    assert set(info.value.problems) == {"Det", "Hardmax", "Pad"}
+    assert "LayerNormalization x1 (e.g. node ln): LayerNormalization's Mean and InvStdDev " \
+           "outputs are not supported" in text
+    assert set(info.value.problems) == {"Det", "Hardmax", "Pad", "LayerNormalization"}
 
 
 # ------------------------------------------------------------------ one model per handler

@@ -148,6 +148,10 @@ class _Importer:
         mark = len(self.e.g.nodes)
         try:
             outs = handler(self, label, ins, attrs)
+            outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+            unmade = [o for o in node.output[len(outs):] if o]
+            if unmade:
+                raise ImportError_(f"its output {unmade[0]} is not supported")
         except InvalidModel:
             raise
         except (GraphError, TypeError, KeyError, ValueError, IndexError) as e:

@@ -184,9 +184,15 @@ def _where(imp, name, ins, at):
     return imp.op("where", *ins, name=name)
 
 
-@_on("Identity", "Dropout")
+@_on("Identity")
 def _identity(imp, name, ins, at):
     return ins[0]
+
+
+@_on("Dropout")
+def _dropout(imp, name, ins, at):
+    """Inference: the input, and a mask that keeps everything."""
+    return [ins[0], imp.const(name + "_mask", np.ones(ins[0].shape, np.bool_))]
 
 
 _CAST_NUMPY = {1: np.float32, 2: np.uint8, 3: np.int8, 5: np.int16, 6: np.int32, 7: np.int64,
