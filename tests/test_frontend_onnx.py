@@ -314,6 +314,19 @@ def conv1d_and_pools1d():
     return model(nodes, [("x", [1, 4, 20], F)], outs, inits), {"x": rand(1, 4, 20)}
 
 
+def conv_transposes():
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["up"], strides=[2, 2],
+                              pads=[1, 0, 1, 2], output_padding=[1, 0], group=2,
+                              dilations=[1, 2]),
+             helper.make_node("ConvTranspose", ["x", "w1"], ["same"], pads=[1, 1, 1, 1]),
+             helper.make_node("Reshape", ["x", "flat"], ["x1"]),
+             helper.make_node("ConvTranspose", ["x1", "w2"], ["up1"], strides=[3], pads=[2, 0])]
+    inits = {"w": rand(4, 3, 3, 3), "b": rand(6), "w1": rand(4, 5, 3, 3), "w2": rand(4, 2, 4),
+             "flat": np.array([1, 4, 35], np.int64)}
+    outs = [(o, None, F) for o in ("up", "same", "up1")]
+    return model(nodes, [("x", [1, 4, 5, 7], F)], outs, inits), {"x": rand(1, 4, 5, 7)}
+
+
 def pools_ceil_and_pads():
     nodes = [helper.make_node("MaxPool", ["x"], ["mp"], kernel_shape=[3, 3], strides=[2, 2],
                               ceil_mode=1),
@@ -440,7 +453,7 @@ def composed_activations_and_blocks():
 
 HANDLER_MODELS = {f.__name__: f for f in (
     masks_and_compares, activations, composed_activations_and_blocks, gathers, splits_13,
-    splits_18, conv1d_and_pools1d, pools_ceil_and_pads, reductions_18, softmax_norms, rms_norms,
+    splits_18, conv1d_and_pools1d, conv_transposes, pools_ceil_and_pads, reductions_18, softmax_norms, rms_norms,
     shapes_and_copies, resize_and_matmul)}
 
 
@@ -450,7 +463,8 @@ def test_handlers_match_onnx_runtime(name):
 
 
 @pytest.mark.cc
-@pytest.mark.parametrize("name", ["conv1d_and_pools1d", "pools_ceil_and_pads", "gathers",
+@pytest.mark.parametrize("name", ["conv1d_and_pools1d", "conv_transposes", "pools_ceil_and_pads",
+                                  "gathers",
                                   "shapes_and_copies", "resize_and_matmul",
                                   "composed_activations_and_blocks", "masks_and_compares"])
 def test_handler_models_run_as_kernels(name):

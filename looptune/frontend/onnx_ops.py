@@ -350,6 +350,59 @@ def _conv(imp, name, ins, at):
     return _from_2d(imp, name, y, nd)
 
 
+@_on("ConvTranspose")
+def _conv_transpose(imp, name, ins, at):
+    """A convolution of the input spread out by the stride (stride - 1 zeros after each
+    element), padded by the kernel's extent less the pads, with the kernel flipped and its
+    channel axes swapped: out = (in - 1) * stride + extent - pads + output_padding."""
+    x, w, b = ins[0], ins[1], _opt(ins, 2)
+    nd = len(w.shape) - 2
+    if not w.is_const:
+        raise ImportError_(f"node {name}: ConvTranspose needs constant weights")
+    if "output_shape" in at or at.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        raise ImportError_(f"node {name}: ConvTranspose with output_shape or auto_pad SAME is "
+                           "not supported (pads are)")
+    zeros = [0] * nd
+    strides = list(at.get("strides", [1] * nd))
+    dil = list(at.get("dilations", [1] * nd))
+    pads = list(at.get("pads", zeros * 2)) if at.get("auto_pad", "NOTSET") == "NOTSET" \
+        else zeros * 2
+    extra = list(at.get("output_padding", zeros))
+    g = int(at.get("group", 1))
+    c, kg, ks = w.shape[0], w.shape[1], w.shape[2:]
+    wd = w.data.reshape((g, c // g, kg) + ks).swapaxes(1, 2).reshape((g * kg, c // g) + ks)
+    wd = np.ascontiguousarray(np.flip(wd, axis=tuple(range(2, 2 + nd))))
+    x = _as_2d(imp, name + "_x", x, nd)
+    if nd == 1:
+        wd, ks = wd.reshape(wd.shape[:2] + (1,) + ks), (1,) + ks
+        strides, dil, extra = [1] + strides, [1] + dil, [0] + extra
+        pads = [0, pads[0], 0, pads[1]]
+    n, _, h, wid = x.shape
+    if strides != [1, 1]:  # spread: (N, C, H, 1, W, 1) padded to (N, C, H, sh, W, sw)
+        y = imp.e.reshape(x, (n, x.shape[1], h, 1, wid, 1), name + "_cells")
+        y = imp.op("pad", y, name=name + "_spread", pad_before=(0,) * 6,
+                   pad_after=(0, 0, 0, strides[0] - 1, 0, strides[1] - 1), value=0.0)
+        x = imp.e.reshape(y, (n, x.shape[1], h * strides[0], wid * strides[1]), name + "_up")
+    before = [(k - 1) * d - p for k, d, p in zip(ks, dil, pads[:2])]
+    after = [(k - 1) * d - p + e - (s - 1)
+             for k, d, p, e, s in zip(ks, dil, pads[2:], extra, strides)]
+    for axis, (lo, hi) in enumerate(zip(before, after)):
+        if lo < 0 or hi < 0:  # pads beyond the kernel's extent crop
+            size = x.shape[2 + axis]
+            x = _slice_axis(imp, f"{name}_crop{axis}", x, 2 + axis, max(0, -lo),
+                            size - max(0, -hi), 1)
+    before, after = [max(0, p) for p in before], [max(0, p) for p in after]
+    if before != after:
+        x = imp.op("pad", x, name=name + "_pad", pad_before=(0, 0) + tuple(before),
+                   pad_after=(0, 0) + tuple(after), value=0.0)
+        before = [0, 0]
+    y = imp.op("conv2d", x, imp.const(name + "_w", wd), name=name, padding=tuple(before),
+               dilation=tuple(dil), groups=g)
+    if b is not None:
+        y = imp.op("add", y, imp.e.reshape(b, (1, b.shape[0], 1, 1)), name=name + "_bias")
+    return _from_2d(imp, name, y, nd)
+
+
 @_on("BatchNormalization")
 def _bn(imp, name, ins, at):
     x, scale, bias, mean, var = ins[:5]
