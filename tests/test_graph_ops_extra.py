@@ -213,6 +213,7 @@ def gather_graph():
         "expand": g.op("expand", g.input("e", (3, 1, 7)), shape=(2, 3, 6, 7), name="expand"),
         "expand_keep": g.op("expand", g.input("e2", (1, 6, 1)), shape=(5, -1, 7),
                             name="expand_keep"),
+        "expand_two_way": g.op("expand", d, shape=(6, 1), name="expand_two_way"),  # ONNX's
         "tile": g.op("tile", d, reps=(2, 1, 3), name="tile"),
         "tile_short": g.op("tile", d, reps=(2,), name="tile_short"),
         "tile_long": g.op("tile", ids, reps=(2, 1, 2), name="tile_long"),
@@ -231,7 +232,8 @@ def gather_expected(d, ids, ge, e, e2):
     t = {"gather0": d[ids], "gather1": d[:, ids], "gather_neg": d[:, :, ids],
          "gather_elements": np.take_along_axis(d, np.where(ge < 0, ge + 6, ge), axis=1),
          "embedding": TABLE[ids], "expand": np.broadcast_to(e, (2, 3, 6, 7)),
-         "expand_keep": np.broadcast_to(e2, (5, 6, 7)), "tile": np.tile(d, (2, 1, 3)),
+         "expand_keep": np.broadcast_to(e2, (5, 6, 7)), "expand_two_way": d * np.ones((6, 1), "float32"),
+         "tile": np.tile(d, (2, 1, 3)),
          "tile_short": np.tile(d, 2), "tile_long": np.tile(ids, (2, 1, 2))}
     return {k: np.ascontiguousarray(v) for k, v in t.items()}
 
@@ -330,27 +332,39 @@ POOLS = [(7, 7, 3, 2, 1, True, True), (7, 7, 3, 2, 1, True, False), (8, 6, 2, 2,
          (5, 5, 2, 2, 1, True, False), (6, 7, 3, 1, 1, False, False), (6, 5, 3, 3, 0, True, True)]
 
 
-def pool_graph(layout="NCHW"):
+def pool_graph():
+    """Every case in both layouts (NHWC: what graph.layout.channels_last makes of them)."""
     g = GraphBuilder("pools")
     out = []
-    for k, (h, w, kern, stride, pad, ceil, incl) in enumerate(POOLS):
-        x = g.input(f"x{k}", (2, 3, h, w) if layout == "NCHW" else (2, h, w, 3))
-        out.append(g.op("max_pool2d", x, kernel=kern, stride=stride, padding=pad,
-                        ceil_mode=ceil, layout=layout, name=f"max{k}"))
-        out.append(g.op("avg_pool2d", x, kernel=kern, stride=stride, padding=pad,
-                        ceil_mode=ceil, count_include_pad=incl, layout=layout, name=f"avg{k}"))
+    for layout in LAYOUTS:
+        for k, (h, w, kern, stride, pad, ceil, incl) in enumerate(POOLS):
+            x = g.input(f"x{layout}{k}", (2, 3, h, w) if layout == "NCHW" else (2, h, w, 3))
+            out.append(g.op("max_pool2d", x, kernel=kern, stride=stride, padding=pad,
+                            ceil_mode=ceil, layout=layout, name=f"max{layout}{k}"))
+            out.append(g.op("avg_pool2d", x, kernel=kern, stride=stride, padding=pad,
+                            ceil_mode=ceil, count_include_pad=incl, layout=layout,
+                            name=f"avg{layout}{k}"))
     return g.finish(*out)
 
 
-def pool_expected(inputs, layout="NCHW"):
+LAYOUTS = ("NCHW", "NHWC")
+
+
+def pool_inputs():
+    return [rand(2, 3, h, w) if layout == "NCHW" else rand(2, h, w, 3)
+            for layout in LAYOUTS for h, w, *_ in POOLS]
+
+
+def pool_expected(inputs):
     """torch.nn.functional's pools where torch is importable, else an independent loop."""
     e = {}
-    for k, (x, (h, w, kern, stride, pad, ceil, incl)) in enumerate(zip(inputs, POOLS)):
+    for n, x in enumerate(inputs):
+        layout, k = LAYOUTS[n // len(POOLS)], n % len(POOLS)
         xc = x if layout == "NCHW" else np.transpose(x, (0, 3, 1, 2))
-        mx, av = _torch_pools(xc, kern, stride, pad, ceil, incl)
+        mx, av = _torch_pools(xc, *POOLS[k][2:])
         if layout == "NHWC":
             mx, av = (np.ascontiguousarray(np.transpose(v, (0, 2, 3, 1))) for v in (mx, av))
-        e[f"max{k}"], e[f"avg{k}"] = mx, av
+        e[f"max{layout}{k}"], e[f"avg{layout}{k}"] = mx, av
     return e
 
 
@@ -389,26 +403,18 @@ def _loop_pools(x, kern, stride, pad, ceil, incl):
     return mx, av
 
 
-def pool_inputs(layout="NCHW"):
-    return [rand(2, 3, h, w) if layout == "NCHW" else rand(2, h, w, 3)
-            for h, w, *_ in POOLS]
-
-
 def test_pooling_ceil_mode_and_count_include_pad_match_torch():
-    for layout in ("NCHW", "NHWC"):
-        inputs = pool_inputs(layout)
-        check_graph(pool_graph(layout), pool_expected(inputs, layout), inputs, compile=False)
-    x = pool_inputs()
+    inputs = pool_inputs()
+    check_graph(pool_graph(), pool_expected(inputs), inputs, compile=False)
     for k, case in enumerate(POOLS):  # the independent loop agrees with torch too
-        for a, b in zip(_loop_pools(x[k], *case[2:]), _torch_pools(x[k], *case[2:])):
+        for a, b in zip(_loop_pools(inputs[k], *case[2:]), _torch_pools(inputs[k], *case[2:])):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.cc
-@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
-def test_pooling_ceil_mode_and_count_include_pad_compile_and_match(layout):
-    inputs = pool_inputs(layout)
-    check_graph(pool_graph(layout), pool_expected(inputs, layout), inputs)
+def test_pooling_ceil_mode_and_count_include_pad_compile_and_match():
+    inputs = pool_inputs()
+    check_graph(pool_graph(), pool_expected(inputs), inputs)
 
 
 # ---------------------------------------------------------------------- resize

@@ -290,15 +290,14 @@ def remove_dead(graph: Graph) -> Graph:
 
 def prepare(graph: Graph) -> Graph:
     """What every compiled graph goes through before fusion (tuning and compiling alike, so
-    that their tasks are the same): attention lowered to matmuls and a softmax, constants
-    folded, batch norms in the convolutions,
+    that their tasks are the same): constants folded, batch norms in the convolutions,
     weights in the layouts kernels read best, convolutional activations channels-last,
     consecutive transposes merged, reshapes moved
     below elementwise operators."""
     if getattr(graph, "prepared", False):
         return graph  # once: tuning and compiling must see the same kernels
+    graph = lower_attention(graph)  # attention: batch matmuls around a softmax
     from .layout import channels_last
-    graph = lower_attention(graph)
     graph = merge_transposes(channels_last(constant_weight_layouts(fold_conv_affine(graph))))
     graph = remove_dead(sink_views(graph))
     graph.prepared = True

@@ -98,17 +98,17 @@ def gather_elements(inputs, attrs, node):
 
 
 def _expand_shape(node, in_shape, shape):
-    """numpy's broadcast of the input's shape and `shape`, where -1 keeps the input's size
-    (torch's expand); ONNX Expand's two-way broadcasting comes out the same."""
+    """numpy's broadcast of the input's shape and `shape` (ONNX Expand's two-way
+    broadcasting), where -1 keeps the input's size (torch's expand)."""
     shape = tuple(int(s) for s in shape)
-    if len(shape) < len(in_shape):
-        raise GraphError(f"node {node} (expand): shape {shape} has fewer dims than the input "
-                         f"{in_shape}")
-    full = (1,) * (len(shape) - len(in_shape)) + tuple(in_shape)
+    n = max(len(shape), len(in_shape))
+    full = (1,) * (n - len(in_shape)) + tuple(in_shape)
+    want = (1,) * (n - len(shape)) + shape
     out = []
-    for s, x in zip(shape, full):
-        s = x if s == -1 else s
-        if not (s == x or x == 1 or s == 1):
+    for d, (s, x) in enumerate(zip(want, full)):
+        if s == -1 and d >= n - len(in_shape):
+            s = x
+        if s < 1 or not (s == x or x == 1 or s == 1):
             raise GraphError(f"node {node} (expand): cannot broadcast {tuple(in_shape)} to "
                              f"{shape}")
         out.append(max(s, x))
