@@ -266,6 +266,18 @@ def activations():
     return model(nodes, [("x", [2, 8], F)], outs, inits), {"x": rand(2, 8) * 8}
 
 
+def einsums():
+    nodes = [helper.make_node("Einsum", ["q", "k"], ["scores"], equation="bhqd,bhkd->bhqk"),
+             helper.make_node("Einsum", ["q", "w"], ["proj"], equation="...d,de->...e"),
+             helper.make_node("Einsum", ["q", "k"], ["outer"], equation="bhqd,bhkd->hqk"),
+             helper.make_node("Einsum", ["w", "v"], ["implicit"], equation="de,e"),
+             helper.make_node("Einsum", ["q"], ["perm"], equation="bhqd->bdqh"),
+             helper.make_node("Einsum", ["q"], ["total"], equation="bhqd->q")]
+    outs = [(o, None, F) for o in ("scores", "proj", "outer", "implicit", "perm", "total")]
+    return model(nodes, [("q", [2, 3, 4, 5], F), ("k", [2, 3, 6, 5], F)], outs,
+                 {"w": rand(5, 7), "v": rand(7)}), {"q": rand(2, 3, 4, 5), "k": rand(2, 3, 6, 5)}
+
+
 def gathers():
     nodes = [helper.make_node("Gather", ["x", "i0"], ["g0"], axis=1),        # a scalar: a slice
              helper.make_node("Gather", ["x", "iw"], ["g1"], axis=-1),       # wrapped, any order
@@ -452,9 +464,9 @@ def composed_activations_and_blocks():
 
 
 HANDLER_MODELS = {f.__name__: f for f in (
-    masks_and_compares, activations, composed_activations_and_blocks, gathers, splits_13,
-    splits_18, conv1d_and_pools1d, conv_transposes, pools_ceil_and_pads, reductions_18, softmax_norms, rms_norms,
-    shapes_and_copies, resize_and_matmul)}
+    masks_and_compares, activations, composed_activations_and_blocks, einsums, gathers,
+    splits_13, splits_18, conv1d_and_pools1d, conv_transposes, pools_ceil_and_pads,
+    reductions_18, softmax_norms, rms_norms, shapes_and_copies, resize_and_matmul)}
 
 
 @pytest.mark.parametrize("name", sorted(HANDLER_MODELS))
@@ -463,10 +475,10 @@ def test_handlers_match_onnx_runtime(name):
 
 
 @pytest.mark.cc
-@pytest.mark.parametrize("name", ["conv1d_and_pools1d", "conv_transposes", "pools_ceil_and_pads",
-                                  "gathers",
-                                  "shapes_and_copies", "resize_and_matmul",
-                                  "composed_activations_and_blocks", "masks_and_compares"])
+@pytest.mark.parametrize("name", [
+    "conv1d_and_pools1d", "conv_transposes", "pools_ceil_and_pads", "gathers", "einsums",
+    "shapes_and_copies", "resize_and_matmul", "composed_activations_and_blocks",
+    "masks_and_compares"])
 def test_handler_models_run_as_kernels(name):
     from test_graph import run_kernels
     m, feeds = HANDLER_MODELS[name]()

@@ -21,6 +21,68 @@ def _matmul(imp, name, ins, at):
     return imp.e.matmul(a, b, name, emit=imp.op)  # imp.op folds constant operands
 
 
+@_on("Einsum")
+def _einsum(imp, name, ins, at):
+    """One or two operands without a letter repeated in one operand (no diagonals): letters
+    only one operand has and the output lacks are summed first; then (batch, free, summed)
+    of one and (batch, summed, free) of the other meet in one matrix product."""
+    lhs, arrow, out = at["equation"].replace(" ", "").partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ins) or len(ins) > 2:
+        raise ImportError_(f"node {name}: Einsum of {len(ins)} operands is not supported (one "
+                           "or two are)")
+    # an ellipsis: spare capitals for the dimensions it covers, aligned on the right
+    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in at["equation"]]
+    covered = [len(v.shape) - len(t) + 3 for t, v in zip(terms, ins) if "..." in t]
+    dots = "".join(spare[:max(covered, default=0)])
+    terms = [t.replace("...", dots[len(dots) - (len(v.shape) - len(t) + 3):]) for t, v in
+             zip(terms, ins)]
+    if not arrow:  # implicit: the ellipsis, then the letters used once, alphabetically
+        joined = "".join(terms)
+        out = dots + "".join(sorted(c for c in set(joined) - set(dots) if joined.count(c) == 1))
+    out = out.replace("...", dots)
+    size = {}
+    for t, v in zip(terms, ins):
+        if len(set(t)) != len(t) or len(t) != len(v.shape):
+            raise ImportError_(f"node {name}: Einsum term {t!r} of an operand of shape "
+                               f"{v.shape} is not supported (a repeated letter is a diagonal)")
+        for c, n in zip(t, v.shape):
+            if size.setdefault(c, n) != n:
+                raise ImportError_(f"node {name}: Einsum letter {c} has sizes {size[c]} and {n}")
+    vals = []
+    for i, (t, v) in enumerate(zip(terms, ins)):  # sum what nothing else needs
+        other = terms[1 - i] if len(terms) == 2 else ""
+        lone = [c for c in t if c not in out and c not in other]
+        if lone:
+            v = imp.op("sum", v, name=f"{name}_sum{i}", axis=tuple(t.index(c) for c in lone),
+                       keepdims=False)
+            t = "".join(c for c in t if c not in lone)
+        vals.append((t, v))
+    if len(vals) == 1:
+        return _permute(imp, name, vals[0][1], vals[0][0], out)
+    (ta, a), (tb, b) = vals
+    batch = [c for c in out if c in ta and c in tb]
+    summed = [c for c in ta if c in tb and c not in out]
+    free_a = [c for c in ta if c not in tb]
+    free_b = [c for c in tb if c not in ta]
+    nb, na, nk, nn = (int(np.prod([size[c] for c in g], dtype=np.int64))
+                      for g in (batch, free_a, summed, free_b))
+    lead = (nb,) if nb > 1 else ()
+    a = imp.e.reshape(_permute(imp, name + "_a", a, ta, "".join(batch + free_a + summed)),
+                      lead + (na, nk))
+    b = imp.e.reshape(_permute(imp, name + "_b", b, tb, "".join(batch + summed + free_b)),
+                      lead + (nk, nn))
+    got = batch + free_a + free_b
+    y = imp.e.reshape(imp.e.matmul(a, b, name, emit=imp.op), tuple(size[c] for c in got))
+    return _permute(imp, name + "_out", y, "".join(got), out)
+
+
+def _permute(imp, name, v, have: str, want: str):
+    if have == want:
+        return v
+    return imp.op("transpose", v, name=name, perm=tuple(have.index(c) for c in want))
+
+
 @_on("Gemm")
 def _gemm(imp, name, ins, at):
     a, b, c = ins[0], ins[1], _opt(ins, 2)
