@@ -1,12 +1,13 @@
 """The warm-up round of a tuning run: how many trials each task's first batch gets when one
 budget is shared by many tasks, the batch size after it, and the line that says so up front.
 
-With a budget of B trials left for T tasks, the warm-up spends about `warmup_share` of B
-(never more than a full batch per task): every task first gets `min_first` trials, the rest
-goes by each task's share of the model's time (weight x its default schedule's time, or an
-estimate from FLOPs and bytes) up to a batch of `num_trials_per_iter`. Later batches hold
-min(num_trials_per_iter, max(min_first, B // T)) trials, so the task scheduler decides often
-enough to matter. A budget under T x min_first covers the tasks with the largest shares."""
+With a budget of B trials left for T untried tasks, every task first gets
+floor = min(min_first, B // T) trials (at least 1), then about `warmup_share` of B in all
+(never more than a full batch of `num_trials_per_iter` per task) goes by each task's share of
+the model's time: weight x its default schedule's measured time, or an estimate from FLOPs and
+bytes. Later batches hold min(num_trials_per_iter, max(floor, B // T)) trials, so the task
+scheduler decides often enough to matter. A budget under T x min_first is said up front
+(`shortfall`): under T, only the B tasks with the largest shares get a trial."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,11 +29,13 @@ class WarmupPlan:
     batch: int            # trials per batch after a task's first one
     budget: int           # trials left for this run
     cold: int             # tasks without a trial yet (and not done)
-    min_first: int        # the smallest first batch that counts as covering a task
+    floor: int            # the smallest first batch given
+    min_first: int        # the first batch a task should get at least
     per_iter: int         # a full batch
 
     @property
     def covered(self) -> bool:
+        """Every untried task gets a first batch."""
         return len(self.order) == self.cold
 
     def summary(self, spent: int = 0) -> str:
@@ -43,7 +46,7 @@ class WarmupPlan:
         lo, hi = min(sizes), max(sizes)
         each = f"{lo}" if lo == hi else f"{lo}-{hi}"
         line = (f"warm-up: {len(sizes)} of {self.cold} untried tasks get a first batch of {each} "
-                f"trials ({sum(sizes)} of the {self.budget} left, largest share of the time "
+                f"trial{'s' if hi > 1 else ''} ({sum(sizes)} of the {self.budget} left, largest share of the time "
                 "first)")
         if sum(sizes) < self.budget:
             line += (f", then batches of {self.batch} go where the task scheduler expects the "
@@ -54,18 +57,24 @@ class WarmupPlan:
         return line
 
     def shortfall(self, names, spent: int = 0) -> str | None:
-        """The warning for a budget that cannot give every task its first `min_first` trials:
-        which tasks it covers, and the budget that would cover them all; None if it can."""
-        if self.covered:
+        """The warning for a budget that cannot give every task a first batch of `min_first`
+        trials: what it covers, and the budget that would cover every task; None if it can."""
+        if self.covered and self.floor >= self.min_first:
             return None
-        left = self.cold - len(self.order)
+        need = (f"max_trials_global={spent + self.cold * self.min_first} (--trials) gives every "
+                f"task {self.min_first}")
+        if self.covered:
+            sizes = [self.first[i] for i in self.order]
+            few = f"{min(sizes)}" if min(sizes) == max(sizes) else f"{min(sizes)}-{max(sizes)}"
+            return (f"a budget of {self.budget} trials gives each of the {self.cold} tasks only "
+                    f"{few} trials in its first batch (largest share of the model's time "
+                    f"first); {need}")
         shown = ", ".join(names[i] for i in self.order[:8]) + (", ..." if len(self.order) > 8
                                                                else "")
-        return (f"a budget of {self.budget} trials cannot cover the {self.cold} tasks (at least "
-                f"{self.min_first} trials each): it tunes the {len(self.order)} with the largest "
-                f"share of the model's time ({shown}) and leaves {left} on their default "
-                f"schedules; max_trials_global={spent + self.cold * self.min_first} (--trials) "
-                "covers every task")
+        return (f"a budget of {self.budget} trials cannot cover the {self.cold} tasks: it gives "
+                f"the {len(self.order)} with the largest share of the model's time ({shown}) "
+                f"one trial each and leaves {self.cold - len(self.order)} on their default "
+                f"schedules; {need}")
 
 
 def plan_warmup(shares, caps, *, budget: int, per_iter: int, min_first: int = 4,
@@ -73,31 +82,35 @@ def plan_warmup(shares, caps, *, budget: int, per_iter: int, min_first: int = 4,
     """The warm-up for tasks with `shares` (relative time, any unit) and `caps` (the trials
     each may still take in its first batch; 0: no warm-up batch - done, or tried before)."""
     n = len(shares)
-    floor = max(1, min(min_first, per_iter))
-    live = sum(c > 0 for c in caps) or n or 1
-    batch = max(1, min(per_iter, max(floor, budget // live)))
     cold = [i for i in range(n) if caps[i] > 0]
     order = sorted(cold, key=lambda i: (-shares[i], i))
+    want = max(1, min(min_first, per_iter))
+    floor = max(1, min(want, budget // max(1, len(cold))))
+    live = len(cold) or n or 1
+    batch = max(1, min(per_iter, max(floor, budget // live)))
     first = [0] * n
+
+    def plan(covered):
+        return WarmupPlan(tuple(first), tuple(covered), batch, max(0, budget), len(cold), floor,
+                          want, per_iter)
     if budget <= 0 or not cold:
-        return WarmupPlan(tuple(first), (), batch, max(0, budget), len(cold), floor, per_iter)
+        return plan(())
     room = {i: min(per_iter, caps[i]) for i in cold}
     if len(cold) == 1:  # nothing to share: the first batch is an ordinary one
         i = cold[0]
         first[i] = min(room[i], budget)
-        return WarmupPlan(tuple(first), (i,), batch, budget, 1, floor, per_iter)
-    k = min(len(cold), max(1, budget // floor))
-    covered = order[:k]
-    if k < len(cold):
+        return plan((i,))
+    covered = order[:min(len(cold), budget // floor)]
+    if len(covered) < len(cold):
         pool = budget
     else:
-        pool = min(sum(room[i] for i in covered), max(int(budget * warmup_share), k * floor),
-                   budget)
+        pool = min(sum(room[i] for i in covered), max(int(budget * warmup_share),
+                                                       len(covered) * floor), budget)
     for i in covered:
         first[i] = min(floor, room[i], pool)
         pool -= first[i]
     _fill_by_share(first, covered, room, shares, pool)
-    return WarmupPlan(tuple(first), tuple(covered), batch, budget, len(cold), floor, per_iter)
+    return plan(covered)
 
 
 def _fill_by_share(first: list, tasks: list, room: dict, shares, pool: int) -> None:
