@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ...backend import args_info
+from ...tir.structural import structural_hash
 from ..builder.base import BuilderInput
 from ..database.base import TuningRecord
 from ..error import BudgetWarning, TuneError
@@ -143,25 +144,21 @@ class TaskScheduler:
             return []
         return [i for i in self.plan.order if not self.tasks[i].done and not self.tasks[i].batches]
 
-    def share(self, t: TaskState) -> float:
-        """The task's estimated part of the weighted objective: weight x its default
-        schedule's time where measured, else x an estimate from FLOPs and bytes scaled to
-        the measured tasks' seconds per unit."""
-        if math.isfinite(t.default_secs):
-            return t.weight * t.default_secs
-        ctx = t.context
-        cost = estimated_cost(ctx.flops, sum(_nbytes(a) for a in t.args_info))
-        return t.weight * cost * self._secs_per_cost()
-
-    def _secs_per_cost(self) -> float:
-        known = sorted(t.default_secs / estimated_cost(t.context.flops,
-                                                       sum(_nbytes(a) for a in t.args_info))
-                       for t in self.tasks if math.isfinite(t.default_secs))
-        return known[len(known) // 2] if known else 1.0
+    def shares(self) -> list:
+        """Each task's estimated part of the weighted objective: weight x its default
+        schedule's time where measured, else weight x an estimate from FLOPs and bytes,
+        scaled by the measured tasks' median seconds per unit of estimate."""
+        cost = [estimated_cost(t.context.flops, sum(_nbytes(a) for a in t.args_info))
+                for t in self.tasks]
+        ratios = sorted(t.default_secs / c for t, c in zip(self.tasks, cost)
+                        if math.isfinite(t.default_secs))
+        scale = ratios[len(ratios) // 2] if ratios else 1.0
+        return [t.weight * (t.default_secs if math.isfinite(t.default_secs) else c * scale)
+                for t, c in zip(self.tasks, cost)]
 
     def _plan_warmup(self, per_task: int, per_iter: int) -> WarmupPlan:
         caps = [0 if t.done or t.trials else max(0, per_task - t.trials) for t in self.tasks]
-        return plan_warmup([self.share(t) for t in self.tasks], caps,
+        return plan_warmup(self.shares(), caps,
                            budget=self.max_trials_global - self.total_trials(),
                            per_iter=per_iter, min_first=self.min_first,
                            warmup_share=self.warmup_share)
@@ -292,19 +289,17 @@ class TaskScheduler:
                                                 {"workload": t.workload.key,
                                                  "trace": "default schedule"})
                                    for t, sch in todo])
-        from ...tir.structural import structural_hash
         for (t, sch), b in zip(todo, built):
             meas = self._measurements(t, runner, evaluator, abort_ratio)
+            sch_hash = structural_hash(sch.func)
             with self._phase("run"):
-                res = meas.run(b, sch, structural_hash(sch.func), best_secs=math.inf,
-                               reference=None)
+                res = meas.run(b, sch, sch_hash, best_secs=math.inf, reference=None)
             measure = {**meas.settings(res, b.source_hash if b.ok else None),
                        "run": self.run_info(t.context), "baseline": "default schedule"}
             record = TuningRecord(
                 workload=t.workload, trace=sch.trace, run_secs=res.run_secs,
                 target=t.context.target, args_info=t.args_info, measure=measure,
-                error_class=res.error_class, error_msg=res.error_msg,
-                sch_hash=structural_hash(sch.func))
+                error_class=res.error_class, error_msg=res.error_msg, sch_hash=sch_hash)
             with self._phase("database"):
                 database.commit_tuning_record(record)
             if record.ok:
