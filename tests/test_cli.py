@@ -99,6 +99,8 @@ def test_tune_model_then_run_an_onnx_model(tmp_path, capsys):
     assert main(["run", str(path), "--work-dir", work]) == 0
     out = capsys.readouterr().out
     assert "tasks tuned" in out and "latency:" in out
+    assert re.search(r"fused_matmul_add_relu: runs (tuned|default) \(tuned [\d.]+ ms, "
+                     r"default [\d.]+ ms\)", out)
 
 
 def test_model_commands_explain_bad_files(tmp_path, capsys):

@@ -145,6 +145,10 @@ def run_cmd(args) -> int:
           + (f", {kept} on the default schedule (faster than their tuned records)" if kept
              else "")
           + ("" if db is not None else f" (no database in {args.work_dir})"))
+    for t in compiled.desc["tasks"]:
+        if t.get("choice", "untuned") != "untuned":
+            print(f"  {t['task_name']}: runs {t['choice']} (tuned {_ms(t.get('tuned_ms'))} ms, "
+                  f"default {_ms(t.get('default_ms'))} ms)")
     t = latency(compiled, random_inputs(compiled))
     print(f"latency: {t * 1e3:.4f} ms per inference ({compiled.num_threads} threads)")
     return 0
