@@ -148,8 +148,12 @@ def test_a_budget_that_cannot_cover_the_tasks_says_so():
     [msg], trials = budget_warnings(40, 100)
     assert "gives each of the 40 tasks only 2 trials" in msg and "max_trials_global=160" in msg
     assert len(trials) == 40
-    # enough: nothing to say
+    # enough: nothing to say; nor for one task, whatever its budget
     assert budget_warnings(40, 160)[0] == []
+    assert budget_warnings(1, 3)[0] == []
+    # nor when every task was tried before (a resumed run): no warm-up to plan
+    plan = plan_warmup([1.0, 2.0], [0, 0], budget=3, per_iter=64)
+    assert plan.covered and plan.shortfall(["a", "b"]) is None and plan.first == (0, 0)
 
 
 def test_the_warning_comes_before_any_trial():

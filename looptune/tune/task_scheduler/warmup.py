@@ -59,8 +59,8 @@ class WarmupPlan:
     def shortfall(self, names, spent: int = 0) -> str | None:
         """The warning for a budget that cannot give every task a first batch of `min_first`
         trials: what it covers, and the budget that would cover every task; None if it can."""
-        if self.covered and self.floor >= self.min_first:
-            return None
+        if self.covered and (self.cold <= 1 or self.floor >= self.min_first):
+            return None  # each gets min_first, or there is nothing to share
         need = (f"max_trials_global={spent + self.cold * self.min_first} (--trials) gives every "
                 f"task {self.min_first}")
         if self.covered:
