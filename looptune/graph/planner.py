@@ -26,10 +26,11 @@ from .tasks import ExtractedTask, tasks_of_groups
 @dataclass(eq=False)
 class Kernel:
     """One task of a model, compiled: its scheduled function (named after the task), the
-    artifact, the record it was scheduled with (None: the default schedule, untimed), and
-    which schedule it runs: "tuned" (a search record), "default" (the default schedule,
-    timed as a baseline record and faster than every tuned one) or "untuned" (no record).
-    `tuned_ms` / `default_ms`: the best times of both, measured with the same settings."""
+    artifact, the record it was scheduled with (a baseline record for the default schedule
+    measured; None: untuned), and which schedule it runs: "tuned" (a search record),
+    "default" (the default schedule, timed as a baseline record and faster than every tuned
+    one: compiled like an untuned kernel, dlight being deterministic) or "untuned" (no
+    record). `tuned_ms` / `default_ms`: the best times of both, measured the same way."""
 
     task: ExtractedTask
     func: PrimFunc
@@ -74,24 +75,37 @@ def plan_model(graph: Graph, database: Database | None, target: Target, *,
     backend = Backend.for_target(target)
     kernels, defaults = {}, []
     for task in tasks:
-        mod = tuned_kernel(task, database, target, check=check, num_threads=num_threads)
+        best = best_record(task, database, target)
+        mod = None
+        if best is None or not best.baseline:
+            mod = tuned_kernel(task, database, target, check=check, num_threads=num_threads)
         if mod is not None:
             kernels[id(task)] = Kernel(task, mod.schedule.func, mod.artifact, mod.record, mod,
                                        **_choice(mod.record, database, task, target))
-        else:
+        else:  # untuned, or its default schedule measured fastest: compiled as untuned
+            info = {} if best is None or not best.baseline else \
+                {"record": best, **_choice(best, database, task, target)}
             defaults.append((task, backend.generate(default_schedule(task.func, target),
-                                                    name=task.task_name)))
-    # the untuned kernels compile side by side (each compile is its own process)
+                                                    name=task.task_name), info))
+    # the default kernels compile side by side (each compile is its own process)
     with ThreadPoolExecutor(max_workers=max(1, min(len(defaults), os.cpu_count() or 1))) as pool:
-        artifacts = list(pool.map(lambda ts: backend.compile(ts[1]), defaults))
-    for (task, source), artifact in zip(defaults, artifacts):
-        kernels[id(task)] = Kernel(task, source.func, artifact)
+        artifacts = list(pool.map(lambda d: backend.compile(d[1]), defaults))
+    for (task, source, info), artifact in zip(defaults, artifacts):
+        kernels[id(task)] = Kernel(task, source.func, artifact, **info)
     ordered = [kernels[id(t)] for t in tasks]
     by_group = {id(g): k.func for k in ordered for g in k.task.groups}
     memory = plan_memory(graph, groups, by_group)
     plan = ModelPlan(graph, groups, ordered, memory, target, backend, {})
     plan.desc = describe(plan)
     return plan
+
+
+def best_record(task: ExtractedTask, database: Database | None, target: Target):
+    """The task's fastest successful record (a baseline included), or None."""
+    if database is None or not database.has_workload(task.func):
+        return None
+    best = database.query_tuning_record(task.func, target)
+    return best[0] if best else None
 
 
 def tuned_kernel(task: ExtractedTask, database: Database | None, target: Target, *,
