@@ -242,6 +242,7 @@ def test_compile_model_runs_the_default_schedule_where_it_was_measured_faster():
 
 
 @pytest.mark.cc
+@pytest.mark.slow  # 20-50 s; test_tuned_tasks_are_used checks the same for one task in CI
 def test_a_tiny_budget_never_makes_a_task_slower_than_its_default():
     """tune_model times each task's default schedule with the tuning settings; with a
     handful of trials over several tasks, compile_model runs whichever measured faster."""

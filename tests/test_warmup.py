@@ -231,3 +231,19 @@ def test_tiny_budgets_still_measure(budget):
     with pytest.warns(BudgetWarning):
         _, _, trials = run(5, budget)
     assert sum(trials.values()) == budget and trials["t4"] >= 1
+
+
+def test_a_rerun_adds_missing_baselines_without_spending_trials():
+    ctxs = many_tasks(3)
+    db = MemoryDatabase()
+    timer = Timer({c.task_name: 1e-4 for c in ctxs})
+    timer._task = {db.commit_workload(c.func).key: c.task_name for c in ctxs}
+    kw = dict(database=db, max_trials_global=12, num_trials_per_iter=4, builder=HashBuilder(),
+              runner=timer, check_correctness=False, progress=False)
+    tune_tasks(ctxs, **kw)  # tune_tir-style: no baselines
+    assert not any(r.baseline for r in db.get_all_tuning_records())
+    tune_tasks(many_tasks(3), default_schedule=lambda func, target: Schedule(func), **kw)
+    records = db.get_all_tuning_records()
+    assert sum(r.baseline for r in records) == 3 and sum(not r.baseline for r in records) == 12
+    tune_tasks(many_tasks(3), default_schedule=lambda func, target: Schedule(func), **kw)
+    assert len(db.get_all_tuning_records()) == 15  # measured once per settings

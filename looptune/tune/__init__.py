@@ -17,9 +17,7 @@ from .tune import NoTuningRecordError, compile_tir, tune_tasks, tune_tir, verify
 
 __all__ = [
     "BudgetWarning", "Builder", "BuilderInput", "BuilderResult", "Database", "DatabaseError",
-    "DatabaseWarning",
-    "EvaluatorConfig",
-    "EvolutionarySearch", "GradientBased", "JSONDatabase", "Mutator",
+    "DatabaseWarning", "EvaluatorConfig", "EvolutionarySearch", "GradientBased", "JSONDatabase", "Mutator",
     "LocalBuilder", "LocalRunner", "MeasureCandidate", "MemoryDatabase", "NoTuningRecordError",
     "OrderedUnionDatabase", "PostOrderApply", "Postproc", "ReplayTrace", "RoundRobin", "Runner",
     "RunnerInput", "RunnerResult", "SQLiteDatabase", "ScheduleFn", "ScheduleFnDatabase",
