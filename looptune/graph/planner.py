@@ -1,6 +1,8 @@
 """The model planner, shared by every target: a graph -> its kernels (each task's best
 verified record, else the zero-search default of looptune.dlight, compiled once through the
-target's Backend), the static memory plan, and the model's description. The per-target model
+target's Backend), the static memory plan, and the model's description. A tuned record is
+never applied over a faster default schedule: tune_model times the default as a baseline
+record, which ranks with the tuned ones, so the fastest of both is chosen. The per-target model
 code (model_c.py, model_cuda.py) turns a ModelPlan into something callable."""
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from ..backend import Artifact, Backend
 from ..dlight import default_schedule
 from ..target import Target
 from ..tir.func import PrimFunc
-from ..tune.database.base import Database, TuningRecord
+from ..tune.database.base import Database, TuningRecord, rank
 from .fuse import fuse
 from .ir import Graph
 from .memory import MemoryPlan, plan_memory
@@ -24,13 +26,20 @@ from .tasks import ExtractedTask, tasks_of_groups
 @dataclass(eq=False)
 class Kernel:
     """One task of a model, compiled: its scheduled function (named after the task), the
-    artifact, and the record it was scheduled with (None: the default schedule)."""
+    artifact, the record it was scheduled with (a baseline record for the default schedule
+    measured; None: untuned), and which schedule it runs: "tuned" (a search record),
+    "default" (the default schedule, timed as a baseline record and faster than every tuned
+    one: compiled like an untuned kernel, dlight being deterministic) or "untuned" (no
+    record). `tuned_ms` / `default_ms`: the best times of both, measured the same way."""
 
     task: ExtractedTask
     func: PrimFunc
     artifact: Artifact
     record: TuningRecord | None = None
     module: object = field(default=None, repr=False)  # loaded already (a verified record's)
+    choice: str = "untuned"
+    tuned_ms: float | None = None
+    default_ms: float | None = None
 
     @property
     def symbol(self) -> str:
@@ -66,23 +75,37 @@ def plan_model(graph: Graph, database: Database | None, target: Target, *,
     backend = Backend.for_target(target)
     kernels, defaults = {}, []
     for task in tasks:
-        mod = tuned_kernel(task, database, target, check=check, num_threads=num_threads)
+        best = best_record(task, database, target)
+        mod = None
+        if best is None or not best.baseline:
+            mod = tuned_kernel(task, database, target, check=check, num_threads=num_threads)
         if mod is not None:
-            kernels[id(task)] = Kernel(task, mod.schedule.func, mod.artifact, mod.record, mod)
-        else:
+            kernels[id(task)] = Kernel(task, mod.schedule.func, mod.artifact, mod.record, mod,
+                                       **_choice(mod.record, database, task, target))
+        else:  # untuned, or its default schedule measured fastest: compiled as untuned
+            info = {} if best is None or not best.baseline else \
+                {"record": best, **_choice(best, database, task, target)}
             defaults.append((task, backend.generate(default_schedule(task.func, target),
-                                                    name=task.task_name)))
-    # the untuned kernels compile side by side (each compile is its own process)
+                                                    name=task.task_name), info))
+    # the default kernels compile side by side (each compile is its own process)
     with ThreadPoolExecutor(max_workers=max(1, min(len(defaults), os.cpu_count() or 1))) as pool:
-        artifacts = list(pool.map(lambda ts: backend.compile(ts[1]), defaults))
-    for (task, source), artifact in zip(defaults, artifacts):
-        kernels[id(task)] = Kernel(task, source.func, artifact)
+        artifacts = list(pool.map(lambda d: backend.compile(d[1]), defaults))
+    for (task, source, info), artifact in zip(defaults, artifacts):
+        kernels[id(task)] = Kernel(task, source.func, artifact, **info)
     ordered = [kernels[id(t)] for t in tasks]
     by_group = {id(g): k.func for k in ordered for g in k.task.groups}
     memory = plan_memory(graph, groups, by_group)
     plan = ModelPlan(graph, groups, ordered, memory, target, backend, {})
     plan.desc = describe(plan)
     return plan
+
+
+def best_record(task: ExtractedTask, database: Database | None, target: Target):
+    """The task's fastest successful record (a baseline included), or None."""
+    if database is None or not database.has_workload(task.func):
+        return None
+    best = database.query_tuning_record(task.func, target)
+    return best[0] if best else None
 
 
 def tuned_kernel(task: ExtractedTask, database: Database | None, target: Target, *,
@@ -101,9 +124,20 @@ def tuned_kernel(task: ExtractedTask, database: Database | None, target: Target,
         return None
 
 
+def _choice(record: TuningRecord, database: Database, task: ExtractedTask, target) -> dict:
+    """Which schedule compile_tir chose for a task (the fastest that verifies, a baseline
+    included) and the best tuned and default times measured with the same settings."""
+    same = rank(database.records_like(task.func, target), 1 << 30, record.measure)
+    tuned = next((r.median_secs * 1e3 for r in same if not r.baseline), None)
+    default = next((r.median_secs * 1e3 for r in same if r.baseline), None)
+    return {"choice": "default" if record.baseline else "tuned", "tuned_ms": tuned,
+            "default_ms": default}
+
+
 def describe(plan: ModelPlan) -> dict:
     """The JSON-ready description of a model: interface, kernels, memory, and per task
-    whether it runs a tuned record."""
+    which schedule it runs ("choice": tuned, default or untuned), with the best tuned and
+    default times measured the same way (None: not measured)."""
     graph, memory = plan.graph, plan.memory
     return {
         "name": graph.name, "target": plan.target.key(),
@@ -115,7 +149,8 @@ def describe(plan: ModelPlan) -> dict:
         "steps": [{"kernel": plan.of(g).symbol, "output": g.output.name} for g in plan.groups],
         "arena_bytes": memory.arena_bytes, "weights_bytes": len(memory.blob),
         "tasks": [{"task_name": k.task.task_name, "weight": k.task.weight,
-                   "workload": k.task.key, "tuned": k.record is not None,
-                   "record_ms": None if k.record is None else k.record.median_secs * 1e3}
+                   "workload": k.task.key, "tuned": k.choice == "tuned", "choice": k.choice,
+                   "record_ms": None if k.record is None else k.record.median_secs * 1e3,
+                   "tuned_ms": k.tuned_ms, "default_ms": k.default_ms}
                   for k in plan.kernels],
     }
