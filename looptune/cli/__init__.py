@@ -73,8 +73,9 @@ def parser() -> argparse.ArgumentParser:
                     "auto: per strategy past 8 runs (default)")
     m = sub.add_parser("tune-model", help="tune every task of a model (ONNX or torch.export)",
                        description="Import a model (ONNX, or a .pt2 from "
-                       "torch.export.save), fuse it, tune its distinct tasks under one budget (weighted by how often each runs), and compare the "
-                       "model end to end with its untuned build.")
+                       "torch.export.save), fuse it, tune its distinct tasks under one "
+                       "budget (weighted by how often each runs), and compare the model end "
+                       "to end with its untuned build.")
     m.add_argument("model", help="an .onnx file (static input shapes) or a .pt2 "
                    "file (torch.export.save)")
     m.add_argument("--trials", type=int, default=256, help="budget over all tasks (default 256)")
