@@ -197,7 +197,9 @@ def sink_views(graph: Graph) -> Graph:
         kind = get_graph_op(node.op).kind
         viewed = [base(a) for a in args]
         # a reshaped kernel output (not a reshaped graph input: nothing would fuse)
-        pick = next((b for b in viewed if b is not None and b.producer is not None), None)
+        # (with as many elements as the output: a reshaped value that broadcasts stays put)
+        pick = next((b for b in viewed if b is not None and b.producer is not None
+                     and b.type.size == node.output.type.size), None)
         if kind == "elementwise" and pick is not None:
             shape, inner = node.output.shape, pick.shape
             new_args = []
