@@ -1,10 +1,11 @@
 """The CPU default schedule (one rule: "cpu-default"), a reasonable kernel with zero search:
 
 - Elementwise stages without conditions are inlined into the stage that reads them.
-- A reduction with reuse (matmul, convolution) gets a register tile of 8 accumulators: the
-  spatial loop its accesses follow contiguously split into two vectors of the target's
-  width (four when there is no other long spatial loop) and the last other long spatial
-  loop into 4 rows; the reduction loops go between the tile and the rest (short window
+- A reduction with reuse (matmul, convolution) gets a register tile of 8 accumulators (up
+  to 16 with AVX-512's 32 registers): the spatial loop its accesses follow contiguously
+  split into two vectors of the target's width (four when there is no other long spatial
+  loop) and the last other long spatial loop into 4 rows (with 32 registers up to 8, a
+  divisor of its extent); the reduction loops go between the tile and the rest (short window
   loops unrolled), with the blocks of the vector axis outermost (a weight panel stays in
   cache); the tile accumulates in a buffer of its own and its elementwise epilogue is
   applied while it is written back. Its outer spatial loops run in parallel.
@@ -49,7 +50,8 @@ def cpu_schedule(sch, target) -> Schedule:
         blk = sch.get(b)
         kinds = loop_kinds(sch, b)
         if "R" in kinds and "O" not in kinds and has_reuse(blk):
-            done |= _tile_reduction(sch, b, kinds, lanes, target.cores)
+            done |= _tile_reduction(sch, b, kinds, lanes, target.cores,
+                                         target.vector_registers)
         else:
             _parallel_vectorize(sch, b, kinds, lanes)
     from ..tune.postproc.rewrite_layout import RewriteLayout
@@ -86,7 +88,7 @@ def _vector_axis(sch, b, spatial: list, lanes: int) -> int:
     return best
 
 
-def _tile_reduction(sch, b, kinds, lanes: int, cores: int) -> set:
+def _tile_reduction(sch, b, kinds, lanes: int, cores: int, registers: int = 16) -> set:
     loops = sch.get_loops(b)
     spatial = [lp for lp, k in zip(loops, kinds) if k == "S"]
     reduce = [lp for lp, k in zip(loops, kinds) if k == "R"]
@@ -105,7 +107,7 @@ def _tile_reduction(sch, b, kinds, lanes: int, cores: int) -> set:
     rows = None
     if tall:
         i = tall[-1]
-        ro, rows = sch.split(spatial[i], [None, 4])
+        ro, rows = sch.split(spatial[i], [None, _rows(_extent(sch, spatial[i]), registers)])
         outer[i] = ro
     if len(outer) > len(spatial) - 1:
         # blocks of the vector axis outermost: one block's panel of the weight (the reduction
@@ -120,7 +122,8 @@ def _tile_reduction(sch, b, kinds, lanes: int, cores: int) -> set:
             blk = sch.get(c)
             if is_elementwise(blk) and _ok(sch.reverse_compute_at, c, outer[-1]):
                 handled.add(blk.name)
-                _ok(sch.reverse_compute_inline, c)
+                if not _ok(sch.reverse_compute_inline, c):
+                    _vectorize_innermost(sch, c, lanes)  # an epilogue's exp, vectorized
         acc_loops = sch.get_loops(acc)
         if acc_loops:
             _ok(sch.vectorize, acc_loops[-1])
@@ -136,6 +139,26 @@ def _tile_reduction(sch, b, kinds, lanes: int, cores: int) -> set:
             par = _try(sch.fuse, outer[0], outer[1]) or outer[0]
         _ok(sch.parallel, par)
     return handled
+
+
+def _rows(extent: int, registers: int) -> int:
+    """Rows of the register tile (of two vectors each): 4 with 16 vector registers; with 32
+    (AVX-512), up to 8, a divisor of the loop's extent where one fits (7 for 7x7, 14x14,
+    28x28 and 56x56 images), so that no row is a tail."""
+    if registers < 32:
+        return 4
+    return next((r for r in (8, 7, 6) if extent % r == 0), 4)
+
+
+def _vectorize_innermost(sch, b, lanes: int) -> None:
+    """The block's innermost loop vectorized, split by `lanes` when longer."""
+    loops = sch.get_loops(b)
+    if not loops or _extent(sch, loops[-1]) < lanes:
+        return
+    inner = loops[-1]
+    if _extent(sch, inner) > lanes:
+        inner = sch.split(inner, [None, lanes])[1]
+    _ok(sch.vectorize, inner)
 
 
 def _vectorize_reduction(sch, b, kinds, lanes: int) -> bool:
@@ -158,12 +181,24 @@ def _vectorize_reduction(sch, b, kinds, lanes: int) -> bool:
     return True
 
 
+PARALLEL_CHUNKS = 32  # iterations a parallel loop needs to share out (batch 1: N is not enough)
+
+
+def _prod(sch, loops) -> int:
+    out = 1
+    for lp in loops:
+        out *= _extent(sch, lp)
+    return out
+
+
 def _parallel_outer(sch, b) -> None:
     """The leading spatial loops of the block, fused, in parallel."""
     lead = []
     for lp, k in zip(sch.get_loops(b), loop_kinds(sch, b)):
-        if k != "S":
-            break
+        if k != "S" or sch.get(lp).kind != "serial":
+            break  # a vectorized loop stays out: fused, the parallel loop would be the batch
+        if lead and _prod(sch, lead) >= PARALLEL_CHUNKS:
+            break  # enough chunks for every core; the rest is each chunk's loop
         lead.append(lp)
     if lead:
         par = _try(sch.fuse, *lead) if len(lead) > 1 else lead[0]

@@ -105,12 +105,54 @@ def fold_conv_affine(graph: Graph) -> Graph:
     return g.finish(*[get(v) for v in graph.outputs])
 
 
+def _channels_last_groups(node) -> bool:
+    """Whether a convolution computes channels-last: groups 1, or depthwise (one input
+    channel per group), whose output channel k reads input channel k // multiplier. Other
+    grouped convolutions stay NCHW: vectorized over output channels, their input reads
+    would be gathers."""
+    groups = int(node.attrs.get("groups", 1))
+    return groups == 1 or node.inputs[1].shape[1] == 1
+
+
+def fuse_activations(graph: Graph) -> Graph:
+    """x * sigmoid(x) -> silu(x) (SiLU / swish, as exporters spell it): x is read twice, so
+    neither node would fuse into the convolution that makes x; silu fuses as one epilogue."""
+    readers = graph.consumers()
+    outputs = {id(v) for v in graph.outputs}
+    silu: dict = {}  # id(mul node) -> x
+    for node in graph.nodes:
+        if node.op != "mul" or len(node.inputs) != 2 or node.attrs:
+            continue
+        for x, s in (node.inputs, node.inputs[::-1]):
+            p = s.producer
+            if p is not None and p.op == "sigmoid" and p.inputs[0] is x and not x.is_const \
+                    and len(readers.get(id(s), [])) == 1 and id(s) not in outputs:
+                silu[id(node)] = x
+                break
+    if not silu:
+        return graph
+    g = GraphBuilder(graph.name)
+    vmap: dict = {id(v): g.input(v.name, v.shape, v.dtype) for v in graph.inputs}
+
+    def get(v):
+        return v if v.is_const else vmap[id(v)]
+
+    for node in graph.nodes:
+        if id(node) in silu:
+            vmap[id(node.output)] = g.op("silu", get(silu[id(node)]), name=node.name)
+        else:
+            vmap[id(node.output)] = g.op(node.op, *[get(v) for v in node.inputs],
+                                         name=node.name, **node.attrs)
+    return remove_dead(g.finish(*[get(v) for v in graph.outputs]))
+
+
 def constant_weight_layouts(graph: Graph) -> Graph:
     """Constant weights in the layouts kernels read best, transposed once at compile time:
     a matmul that reads its weight transposed (a linear layer's (N, K)) reads it as (K, N);
-    a convolution (groups 1) reads its weight as (C, R, S, K) and computes channels-last
-    (conv2d's weight_layout="CRSK"), so that its kernel vectorizes over output channels
-    whatever the image's width or stride: ResNet-18's default build went from 68 to 32 ms."""
+    a convolution (groups 1, or depthwise) reads its weight as (C/groups, R, S, K) and
+    computes channels-last (conv2d's weight_layout="CRSK"), so that its kernel vectorizes
+    over output channels whatever the image's width or stride: ResNet-18's default build
+    went from 68 to 32 ms."""
     g = GraphBuilder(graph.name)
     vmap: dict = {id(v): g.input(v.name, v.shape, v.dtype) for v in graph.inputs}
 
@@ -125,7 +167,7 @@ def constant_weight_layouts(graph: Graph) -> Graph:
             w = w.T if w.ndim == 2 else np.swapaxes(w, -1, -2)
             args[1] = g.const(args[1].name + "_t", np.ascontiguousarray(w))
             attrs.pop("transpose_b")
-        if node.op == "conv2d" and args[1].is_const and attrs.get("groups", 1) == 1 \
+        if node.op == "conv2d" and args[1].is_const and _channels_last_groups(node) \
                 and attrs.get("weight_layout", "KCRS") == "KCRS":
             w = np.ascontiguousarray(np.transpose(args[1].data, (1, 2, 3, 0)))
             args[1] = g.const(args[1].name + "_crsk", w)
@@ -238,13 +280,14 @@ def remove_dead(graph: Graph) -> Graph:
 def prepare(graph: Graph) -> Graph:
     """What every compiled graph goes through before fusion (tuning and compiling alike, so
     that their tasks are the same): constants folded, batch norms in the convolutions,
-    weights in the layouts kernels read best, convolutional activations channels-last,
-    consecutive transposes merged, reshapes moved
-    below elementwise operators."""
+    x * sigmoid(x) as silu, weights in the layouts kernels read best, convolutional
+    activations channels-last, consecutive transposes merged, reshapes moved below
+    elementwise operators."""
     if getattr(graph, "prepared", False):
         return graph  # once: tuning and compiling must see the same kernels
     from .layout import channels_last
-    graph = merge_transposes(channels_last(constant_weight_layouts(fold_conv_affine(graph))))
+    graph = fuse_activations(fold_conv_affine(graph))
+    graph = merge_transposes(channels_last(constant_weight_layouts(graph)))
     graph = remove_dead(sink_views(graph))
     graph.prepared = True
     return graph
