@@ -50,8 +50,7 @@ def cpu_schedule(sch, target) -> Schedule:
         blk = sch.get(b)
         kinds = loop_kinds(sch, b)
         if "R" in kinds and "O" not in kinds and has_reuse(blk):
-            done |= _tile_reduction(sch, b, kinds, lanes, target.cores,
-                                         target.vector_registers)
+            done |= _tile_reduction(sch, b, kinds, target)
         else:
             _parallel_vectorize(sch, b, kinds, lanes)
     from ..tune.postproc.rewrite_layout import RewriteLayout
@@ -88,11 +87,14 @@ def _vector_axis(sch, b, spatial: list, lanes: int) -> int:
     return best
 
 
-def _tile_reduction(sch, b, kinds, lanes: int, cores: int, registers: int = 16) -> set:
+def _tile_reduction(sch, b, kinds, target) -> set:
+    lanes, cores, registers = target.vector_lanes_f32, target.cores, target.vector_registers
     loops = sch.get_loops(b)
     spatial = [lp for lp, k in zip(loops, kinds) if k == "S"]
     reduce = [lp for lp, k in zip(loops, kinds) if k == "R"]
     v = _vector_axis(sch, b, spatial, lanes)
+    # the weight a whole vector axis reads across the reduction (a convolution's C*R*S*K)
+    weight_bytes = 4 * _prod(sch, reduce) * _extent(sch, spatial[v])
     spatial = spatial[:v] + spatial[v + 1:] + [spatial[v]]  # the vector axis goes innermost
     outer = list(spatial[:-1])
     inner = spatial[-1]
@@ -109,9 +111,12 @@ def _tile_reduction(sch, b, kinds, lanes: int, cores: int, registers: int = 16) 
         i = tall[-1]
         ro, rows = sch.split(spatial[i], [None, _rows(_extent(sch, spatial[i]), registers)])
         outer[i] = ro
-    if len(outer) > len(spatial) - 1:
+    if len(outer) > len(spatial) - 1 and weight_bytes > target.l2_bytes // 2:
         # blocks of the vector axis outermost: one block's panel of the weight (the reduction
-        # times the vector width) stays in cache while every other tile uses it
+        # times the vector width) stays in cache while every other tile uses it. A weight
+        # that fits in half the L2 stays there anyway: its blocks go innermost, so each
+        # input tile is read once and the output written row by row (a 1x1 convolution of
+        # a large image: 3x faster)
         outer = [outer[-1]] + outer[:-1]
     sch.reorder(*outer, *reduce, *([rows] if rows is not None else []), vec)
     handled = set()

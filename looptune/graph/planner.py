@@ -14,6 +14,7 @@ from ..dlight import default_schedule
 from ..target import Target
 from ..tir.func import PrimFunc
 from ..tune.database.base import Database, TuningRecord
+from . import kernel_cache
 from .fuse import fuse
 from .ir import Graph
 from .memory import MemoryPlan, plan_memory
@@ -65,18 +66,24 @@ def plan_model(graph: Graph, database: Database | None, target: Target, *,
     tasks = tasks_of_groups(groups)
     backend = Backend.for_target(target)
     kernels, defaults = {}, []
-    for task in tasks:
-        mod = tuned_kernel(task, database, target, check=check, num_threads=num_threads)
-        if mod is not None:
-            kernels[id(task)] = Kernel(task, mod.schedule.func, mod.artifact, mod.record, mod)
-        else:
-            defaults.append((task, backend.generate(default_schedule(task.func, target),
-                                                    name=task.task_name)))
-    # the untuned kernels compile side by side (each compile is its own process)
-    with ThreadPoolExecutor(max_workers=max(1, min(len(defaults), os.cpu_count() or 1))) as pool:
-        artifacts = list(pool.map(lambda ts: backend.compile(ts[1]), defaults))
-    for (task, source), artifact in zip(defaults, artifacts):
-        kernels[id(task)] = Kernel(task, source.func, artifact)
+    # the untuned kernels compile side by side (each compile is its own process), each as
+    # soon as it is rendered; one cached from an earlier run is read back (kernel_cache.py)
+    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+        for task in tasks:
+            mod = tuned_kernel(task, database, target, check=check, num_threads=num_threads)
+            if mod is not None:
+                kernels[id(task)] = Kernel(task, mod.schedule.func, mod.artifact, mod.record,
+                                           mod)
+            elif target.kind == "cpu" and (hit := kernel_cache.load(task, target)) is not None:
+                kernels[id(task)] = Kernel(task, *hit)
+            else:
+                source = backend.generate(default_schedule(task.func, target),
+                                          name=task.task_name)
+                defaults.append((task, source, pool.submit(backend.compile, source)))
+    for task, source, artifact in defaults:
+        kernels[id(task)] = Kernel(task, source.func, artifact.result())
+        if target.kind == "cpu":
+            kernel_cache.store(task, target, source.func, kernels[id(task)].artifact)
     ordered = [kernels[id(t)] for t in tasks]
     by_group = {id(g): k.func for k in ordered for g in k.task.groups}
     memory = plan_memory(graph, groups, by_group)
