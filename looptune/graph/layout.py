@@ -73,6 +73,11 @@ def channels_last(graph: Graph) -> Graph:
             out = g.op(node.op, args[0], name=node.name, **attrs, layout="NHWC")
         elif node.op in REDUCTIONS and args and id(args[0]) in nhwc:
             out = _reduction(g, node, args[0], attrs, nhwc)
+        elif node.op == "transpose" and tuple(attrs["perm"]) == TO_NCHW \
+                and id(args[0]) not in nhwc and not args[0].is_const:
+            # a model's own permute back to NCHW (ConvNeXt's blocks compute channels-last
+            # between two permutes): its input already is the NHWC value; a view names it
+            out = g.op("reshape", args[0], name=node.name, shape=args[0].shape)
         elif node.op == "concat" and any(id(a) in nhwc for a in args) \
                 and all(len(a.shape) == 4 for a in args):
             moved = [elementwise_arg(a, 4) for a in args]

@@ -8,6 +8,8 @@ and the additions of constants that follow collapse into one bias add:
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .evaluate import fold_constants
@@ -114,22 +116,53 @@ def _channels_last_groups(node) -> bool:
     return groups == 1 or node.inputs[1].shape[1] == 1
 
 
+_PROBE = np.linspace(-6, 6, 97)
+# x * f(x) -> act(x), f as exporters spell it (checked by value, whatever the spelling)
+_GATES = {"silu": lambda t: 1 / (1 + np.exp(-t)),
+          "gelu": lambda t: 0.5 * (1 + np.vectorize(math.erf)(t / math.sqrt(2)))}
+
+
+def _gate_of(x, m, readers, outputs) -> str | None:
+    """The activation whose gate f makes m = f(x), when m comes from x through a short chain
+    of elementwise nodes, each with one tensor input and no other reader."""
+    from .op import get_graph_op
+    chain, v = [], m
+    while v is not x:
+        p = v.producer
+        if p is None or len(chain) >= 6 or get_graph_op(p.op).kind != "elementwise" \
+                or len(readers.get(id(v), [])) != 1 or id(v) in outputs:
+            return None
+        tensors = [a for a in p.inputs if not a.is_const]
+        if len(tensors) != 1 or any(a.is_const and a.data.size != 1 for a in p.inputs):
+            return None
+        chain.append(p)
+        v = tensors[0]
+    if not chain:
+        return None
+    t = _PROBE.astype(np.float32)
+    for p in reversed(chain):
+        arrays = [t if not a.is_const else a.data.reshape(()) for a in p.inputs]
+        t = np.asarray(get_graph_op(p.op).ref(arrays, p.attrs), dtype=np.float32)
+    return next((name for name, f in _GATES.items()
+                 if np.allclose(t, f(_PROBE), rtol=1e-5, atol=1e-6)), None)
+
+
 def fuse_activations(graph: Graph) -> Graph:
-    """x * sigmoid(x) -> silu(x) (SiLU / swish, as exporters spell it): x is read twice, so
-    neither node would fuse into the convolution that makes x; silu fuses as one epilogue."""
+    """x * sigmoid(x) -> silu(x), x * 0.5 * (1 + erf(x / sqrt(2))) -> gelu(x), as exporters
+    spell them: x is read twice, so no node of the pattern would fuse into the convolution or
+    matmul that makes x; one activation fuses as its epilogue."""
     readers = graph.consumers()
     outputs = {id(v) for v in graph.outputs}
-    silu: dict = {}  # id(mul node) -> x
+    act: dict = {}  # id(mul node) -> (activation, x)
     for node in graph.nodes:
         if node.op != "mul" or len(node.inputs) != 2 or node.attrs:
             continue
-        for x, s in (node.inputs, node.inputs[::-1]):
-            p = s.producer
-            if p is not None and p.op == "sigmoid" and p.inputs[0] is x and not x.is_const \
-                    and len(readers.get(id(s), [])) == 1 and id(s) not in outputs:
-                silu[id(node)] = x
+        for x, m in (node.inputs, node.inputs[::-1]):
+            name = None if x.is_const else _gate_of(x, m, readers, outputs)
+            if name is not None:
+                act[id(node)] = (name, x)
                 break
-    if not silu:
+    if not act:
         return graph
     g = GraphBuilder(graph.name)
     vmap: dict = {id(v): g.input(v.name, v.shape, v.dtype) for v in graph.inputs}
@@ -138,9 +171,10 @@ def fuse_activations(graph: Graph) -> Graph:
         return v if v.is_const else vmap[id(v)]
 
     for node in graph.nodes:
-        if id(node) in silu:
-            vmap[id(node.output)] = g.op("silu", get(silu[id(node)]), name=node.name)
-        else:
+        if id(node) in act:
+            name, x = act[id(node)]
+            vmap[id(node.output)] = g.op(name, get(x), name=node.name)
+        else:  # the gate's nodes too: remove_dead drops them
             vmap[id(node.output)] = g.op(node.op, *[get(v) for v in node.inputs],
                                          name=node.name, **node.attrs)
     return remove_dead(g.finish(*[get(v) for v in graph.outputs]))
@@ -280,7 +314,7 @@ def remove_dead(graph: Graph) -> Graph:
 def prepare(graph: Graph) -> Graph:
     """What every compiled graph goes through before fusion (tuning and compiling alike, so
     that their tasks are the same): constants folded, batch norms in the convolutions,
-    x * sigmoid(x) as silu, weights in the layouts kernels read best, convolutional
+    x * sigmoid(x) as silu (and GELU), weights in the layouts kernels read best, convolutional
     activations channels-last, consecutive transposes merged, reshapes moved below
     elementwise operators."""
     if getattr(graph, "prepared", False):
