@@ -39,9 +39,10 @@ class CpuDefault(Rule):
 def cpu_schedule(sch, target) -> Schedule:
     lanes = target.vector_lanes_f32
     for name in _block_names(sch):
-        blk = sch.get(sch.get_block(name))
-        if is_elementwise(blk) and not has_select(blk):
-            _try(sch.compute_inline, sch.get_block(name))
+        b = sch.get_block(name)
+        blk = sch.get(b)
+        if is_elementwise(blk) and (not has_select(blk) or _feeds_windows_only(sch, b)):
+            _try(sch.compute_inline, b)
     done: set = set()
     for name in _block_names(sch):
         if name in done:
@@ -56,6 +57,24 @@ def cpu_schedule(sch, target) -> Schedule:
     from ..tune.postproc.rewrite_layout import RewriteLayout
     RewriteLayout().apply(sch)  # constant weights in the order the tiles read them
     return sch
+
+
+WINDOW = 64  # reduction points of a window-only reduction (depthwise 3x3 to 7x7, pooling)
+
+
+def _feeds_windows_only(sch, b) -> bool:
+    """Whether every reader of b (padding) reduces over a short window only (a depthwise
+    convolution, pooling): inlined there, its condition is one scalar test per vector of
+    channels, cheaper than writing and reading the padded copy of a large image. A long
+    reduction (a dense convolution) tests once per multiply: the copy stays."""
+    readers = sch.get_consumers(b)
+    for c in readers:
+        points = 1
+        for iv in sch.get(c).iter_vars:
+            points *= iv.extent if iv.kind == "R" else 1
+        if points == 1 or points > WINDOW:
+            return False
+    return bool(readers)
 
 
 def _vector_axis(sch, b, spatial: list, lanes: int) -> int:
@@ -142,7 +161,8 @@ def _tile_reduction(sch, b, kinds, target) -> set:
         par = outer[0]
         if len(outer) > 1 and _extent(sch, par) < 4 * cores:
             par = _try(sch.fuse, outer[0], outer[1]) or outer[0]
-        _ok(sch.parallel, par)
+        if _worth_parallel(sch, b):
+            _ok(sch.parallel, par)
     return handled
 
 
@@ -186,6 +206,18 @@ def _vectorize_reduction(sch, b, kinds, lanes: int) -> bool:
     return True
 
 
+PARALLEL_MIN_POINTS = 1 << 15  # a smaller block runs serially: waking threads costs more
+
+
+def _worth_parallel(sch, b) -> bool:
+    """Whether the block does enough work (iteration points, reductions included) to share
+    among threads: a squeeze-excite's 1x1 convolutions and global means do not."""
+    points = 1
+    for iv in sch.get(b).iter_vars:
+        points *= iv.extent
+    return points >= PARALLEL_MIN_POINTS
+
+
 PARALLEL_CHUNKS = 32  # iterations a parallel loop needs to share out (batch 1: N is not enough)
 
 
@@ -205,7 +237,7 @@ def _parallel_outer(sch, b) -> None:
         if lead and _prod(sch, lead) >= PARALLEL_CHUNKS:
             break  # enough chunks for every core; the rest is each chunk's loop
         lead.append(lp)
-    if lead:
+    if lead and _worth_parallel(sch, b):
         par = _try(sch.fuse, *lead) if len(lead) > 1 else lead[0]
         _ok(sch.parallel, par or lead[0])
 
