@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 
 from .. import env
 from ..backend import Artifact
-from ..runtime.compiler import _atomic_write, _cache_dir, compiler_version
+from ..runtime.compiler import compiler_version
 from ..tir.serialize import func_from_json, func_to_json
 
 FORMAT = 1
@@ -42,7 +44,7 @@ def entry_key(task, target) -> str:
 
 
 def _path(task, target) -> Path:
-    return _cache_dir("default_kernels") / f"{entry_key(task, target)}.json"
+    return env.cache_dir() / "default_kernels" / f"{entry_key(task, target)}.json"
 
 
 def load(task, target):
@@ -62,7 +64,13 @@ def store(task, target, func, artifact: Artifact) -> None:
     d = {"format": FORMAT, "task": task.task_name, "func": func_to_json(func),
          "artifact": {"kind": artifact.kind, "path": artifact.path, "symbol": artifact.symbol,
                       "isa": artifact.isa, "object_path": artifact.object_path}}
-    try:
-        _atomic_write(_path(task, target), json.dumps(d))
-    except Exception:  # noqa: BLE001  (a cache that cannot be written is only slower)
-        pass
+    path, tmp = _path(task, target), None
+    try:  # written whole under another name, then renamed: readers never see half a file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(d))
+        os.replace(tmp, path)
+    except OSError:  # a cache that cannot be written is only slower
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
