@@ -2,6 +2,7 @@
 and clear errors."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -84,15 +85,22 @@ def test_tune_model_then_run_an_onnx_model(tmp_path, capsys):
     path = tmp_path / "mlp.onnx"
     onnx.save(mlp_gemm()[0], str(path))
     work = str(tmp_path / "w")
-    rc = main(["tune-model", str(path), "--trials", "8", "--per-iter", "4", "--work-dir", work,
+    rc = main(["tune-model", str(path), "--trials", "6", "--per-iter", "4", "--work-dir", work,
                "--quiet"])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert rc == 0, out
     assert "2 tasks on cpu" in out and "fused_matmul_add_relu" in out
+    # 6 trials cannot give both tasks a first batch of 4: said up front, in one line
+    assert re.search(r"warning: a budget of 6 trials gives each of the 2 tasks only 3 trials"
+                     r".*max_trials_global=8", captured.err)
+    assert "default ms" in out and re.search(r" (tuned|default) ", out)
     assert "end to end:" in out and "untuned (default schedules)" in out
     assert main(["run", str(path), "--work-dir", work]) == 0
     out = capsys.readouterr().out
     assert "tasks tuned" in out and "latency:" in out
+    assert re.search(r"fused_matmul_add_relu: runs (tuned|default) \(tuned [\d.]+ ms, "
+                     r"default [\d.]+ ms\)", out)
 
 
 def test_model_commands_explain_bad_files(tmp_path, capsys):

@@ -92,7 +92,9 @@ def test_tuned_tasks_are_used_and_a_database_serves_a_related_model(tmp_path):
                 for r in db.get_all_tuning_records()}
     assert measured == {(False, 1)}  # 32 KiB of weights stay in cache: timed warm
     compiled = compile_model(small, db, "cpu", num_threads=1)
-    assert [t["tuned"] for t in compiled.desc["tasks"]] == [True]
+    [info] = compiled.desc["tasks"]  # the tuned record, or the default schedule if faster
+    assert info["choice"] in ("tuned", "default") and info["tuned"] == (info["choice"] == "tuned")
+    assert info["record_ms"] == min(info["tuned_ms"], info["default_ms"])
     x = rand(64, 64)
     np.testing.assert_allclose(compiled(x), evaluate(small, x)[0], rtol=1e-3, atol=1e-3)
     # a deeper model with the same layer plus a new one: only the new one remains to tune
@@ -198,4 +200,73 @@ def test_profile_times_each_kernel_in_call_order():
     prof = compiled.profile(x, repeat=3)
     assert [p["output"] for p in prof] == ["mm0", "mm1", "mm2"]
     assert all(p["kernel"] == "fused_matmul_kernel" and p["ms"] > 0 for p in prof)
+    np.testing.assert_allclose(compiled(x), evaluate(graph, x)[0], rtol=1e-3, atol=1e-3)
+
+
+def _record(db, task, sch, secs, *, baseline=False):
+    from looptune.target import Target
+    from looptune.tune import TuningRecord
+    wl = db.commit_workload(task.func)
+    measure = {"num_threads": 1, "enable_cpu_cache_flush": False}
+    if baseline:
+        measure["baseline"] = "default schedule"
+    db.commit_tuning_record(TuningRecord(wl, sch.trace, (secs,), Target.create("cpu"),
+                                         measure=measure))
+
+
+@pytest.mark.cc
+def test_compile_model_runs_the_default_schedule_where_it_was_measured_faster():
+    """Controlled times: a tuned record slower than the baseline is not applied, a faster
+    one is, and the description says which with both times."""
+    from looptune.dlight import default_schedule
+    from looptune.schedule import Schedule
+    from looptune.tune import MemoryDatabase
+    graph = chain(2)
+    task = extract_tasks(graph)[0]
+    for tuned_s, choice in ((2e-3, "default"), (0.5e-3, "tuned")):
+        db = MemoryDatabase()
+        _record(db, task, Schedule(task.func), tuned_s)  # the unscheduled loops, "tuned"
+        _record(db, task, default_schedule(task.func, "cpu"), 1e-3, baseline=True)
+        compiled = compile_model(graph, db, "cpu", num_threads=1)
+        [info] = compiled.desc["tasks"]
+        assert info["choice"] == choice and info["tuned"] == (choice == "tuned")
+        assert info["tuned_ms"] == pytest.approx(tuned_s * 1e3)
+        assert info["default_ms"] == pytest.approx(1.0)
+        assert info["record_ms"] == pytest.approx(min(tuned_s, 1e-3) * 1e3)
+        x = rand(64, 64)
+        np.testing.assert_allclose(compiled(x), evaluate(graph, x)[0], rtol=1e-3, atol=1e-3)
+    assert untuned_tasks(graph, db) == []
+    db = MemoryDatabase()  # a baseline alone is no tuning
+    _record(db, task, default_schedule(task.func, "cpu"), 1e-3, baseline=True)
+    assert [t.task_name for t in untuned_tasks(graph, db)] == ["fused_matmul"]
+
+
+@pytest.mark.cc
+@pytest.mark.slow  # 20-50 s; test_tuned_tasks_are_used checks the same for one task in CI
+def test_a_tiny_budget_never_makes_a_task_slower_than_its_default():
+    """tune_model times each task's default schedule with the tuning settings; with a
+    handful of trials over several tasks, compile_model runs whichever measured faster."""
+    import warnings
+    from looptune.tune import BudgetWarning
+    graph = resnet_block()  # two convolutions and two layout changes: four tasks
+    tasks = extract_tasks(graph)
+    assert len(tasks) >= 3
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        db = tune_model(graph, "cpu", None, database="memory", max_trials_global=6,
+                        num_trials_per_iter=4, progress=False, num_threads=1, seed=0)
+    assert any(issubclass(w.category, BudgetWarning) for w in caught)  # 6 < 4 x 4 tasks
+    baselines = [r for r in db.get_all_tuning_records() if r.baseline]
+    assert {r.workload.key for r in baselines} == {t.key for t in tasks}
+    assert all(r.ok and r.measure["num_threads"] == 1 for r in baselines)
+    assert sum(not r.baseline for r in db.get_all_tuning_records()) == 6
+    compiled = compile_model(graph, db, "cpu", num_threads=1)
+    for info in compiled.desc["tasks"]:
+        assert info["default_ms"] is not None, info
+        assert info["record_ms"] <= info["default_ms"], info  # never slower than the default
+        if info["tuned_ms"] is not None:
+            assert info["record_ms"] == min(info["tuned_ms"], info["default_ms"])
+        assert info["choice"] == ("tuned" if info["record_ms"] < info["default_ms"]
+                                  else "default")
+    x = rand(*graph.inputs[0].shape)
     np.testing.assert_allclose(compiled(x), evaluate(graph, x)[0], rtol=1e-3, atol=1e-3)

@@ -18,6 +18,7 @@ EXAMPLES = """examples:
   looptune report looptune-work --html report.html
   looptune tune-model model.onnx --trials 512 --work-dir resnet-work
   looptune run model.onnx --work-dir resnet-work
+  looptune inspect model.onnx
 """
 
 
@@ -84,6 +85,11 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--target", default="cpu")
     m.add_argument("--quiet", action="store_true", help="no progress lines")
+    i = sub.add_parser("inspect", help="show a model's operators, what imports, and its tasks",
+                       description="Without compiling: count a model's operators, say which "
+                       "ones looptune's importer cannot translate (all of them at once), and "
+                       "list the fused kernels' distinct tasks with their weights and work.")
+    i.add_argument("model", help="an .onnx file, or a .pt2 file from torch.export.save")
     r = sub.add_parser("run", help="compile an ONNX model with its tuning records and time it")
     r.add_argument("model", help="an .onnx file (static input shapes)")
     r.add_argument("--work-dir", default="looptune-work")
@@ -108,6 +114,9 @@ def dispatch(args) -> int:
     if args.cmd == "run":
         from .model import run_cmd
         return run_cmd(args)
+    if args.cmd == "inspect":
+        from .inspect import run as inspect
+        return inspect(args)
     if args.cmd == "report":
         from .report import run as report
         return report(args)

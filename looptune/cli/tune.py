@@ -145,7 +145,7 @@ def run(args) -> int:
                   cost_model=args.cost_model if args.strategy == "evolutionary" else None,
                   task_name=name, evaluator=EvaluatorConfig(num_threads=threads),
                   check_correctness=not args.no_check, progress=not args.quiet)
-    records = db.records_of(db.commit_workload(func), target)
+    records = [r for r in db.records_of(db.commit_workload(func), target) if not r.baseline]
     failures = Counter(r.error_class for r in records if not r.ok)
     ok = [r for r in records if r.ok]
     print(f"\n{name}: {len(records)} trials in the database ({len(ok)} measured, "

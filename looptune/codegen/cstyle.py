@@ -5,6 +5,7 @@ in c.py, CUDA C in cuda.py."""
 from __future__ import annotations
 
 import math
+import re
 
 from ..error import BuildError
 from ..tir import dtype as dt
@@ -17,9 +18,6 @@ from ..tir.stmt import (SHFL_DOWN_OP, Allocate, BufferStore, Comment, Evaluate, 
                         SeqStmt, is_barrier)
 from .passes.unroll import explicit
 
-C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern
-float for goto if inline int long register restrict return short signed sizeof static struct
-switch typedef union unsigned void volatile while bool true false main""".split())
 
 _PREC = {"*": 13, "/": 13, "tdiv": 13, "tmod": 13, "+": 12, "-": 12, "<": 10, "<=": 10, ">": 10,
          ">=": 10, "==": 9, "!=": 9, "and": 5, "or": 4}
@@ -29,8 +27,16 @@ F32_CALLS = {"exp": "expf({0})", "log": "logf({0})", "sqrt": "sqrtf({0})",
              "rsqrt": "(1.0f / sqrtf({0}))", "tanh": "tanhf({0})", "erf": "erff({0})",
              "sigmoid": "(1.0f / (1.0f + expf(-({0}))))", "pow": "powf({0}, {1})",
              "floor": "floorf({0})", "ceil": "ceilf({0})", "abs": "fabsf({0})",
-             "sin": "sinf({0})", "cos": "cosf({0})", "round": "roundf({0})"}
+             "sin": "sinf({0})", "cos": "cosf({0})",
+             "round": "nearbyintf({0})"}  # half to even (the default rounding mode)
 F64_CALLS = {k: v.replace("f(", "(").replace("1.0f", "1.0") for k, v in F32_CALLS.items()}
+
+# C's keywords and the library functions kernels call: no variable or buffer may take these
+# names (a buffer named after its operator, "abs" or "floor", would hide the function)
+C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern
+float for goto if inline int long register restrict return short signed sizeof static struct
+switch typedef union unsigned void volatile while bool true false main abs llabs""".split()) \
+    | frozenset(re.findall(r"([A-Za-z_]\w*)\(", " ".join([*F32_CALLS.values(), *F64_CALLS.values()])))
 
 
 def c_comment(text) -> str:

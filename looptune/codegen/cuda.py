@@ -34,8 +34,8 @@ const_cast decltype delete dynamic_cast explicit export friend mutable namespace
 nullptr operator private protected public reinterpret_cast static_assert static_cast template
 this thread_local throw try typeid typename using virtual wchar_t threadIdx blockIdx blockDim
 gridDim warpSize min max abs llabs fabs fabsf exp expf log logf sqrt sqrtf rsqrt rsqrtf tanh
-tanhf erf erff pow powf floor floorf ceil ceilf sin sinf cos cosf round roundf hexp hlog hsqrt
-hrsqrt hfloor hceil hsin hcos half""".split())
+tanhf erf erff pow powf floor floorf ceil ceilf sin sinf cos cosf round roundf nearbyint
+nearbyintf hexp hlog hsqrt hrsqrt hfloor hceil hsin hcos half""".split())
 
 MAX_STATIC_SHARED_BYTES = 48 * 1024  # more needs dynamic shared memory and an opt-in
 

@@ -298,6 +298,59 @@ def sink_views(graph: Graph) -> Graph:
     return g.finish(*[get(v) for v in graph.outputs])
 
 
+def lower_attention(graph: Graph) -> Graph:
+    """attention -> the kernels that compute it well: for q (..., Lq, D) with b = the product
+    of the leading dims,
+
+        s = batch_matmul(q as (b, Lq, D), k as (b, Lk, D), transpose_b) * scale  [+ causal]
+        out = batch_matmul(softmax(s [+ mask], axis=-1), v as (b, Lk, Dv)) as (..., Lq, Dv)
+
+    The scale and a causal mask (a constant (Lq, Lk)) are the first matmul's epilogue; a mask
+    with leading dims of 1 is added to (b, Lq, Lk) too, another (a padding mask per batch)
+    to the scores viewed as (..., Lq, Lk). The reshapes are views: no copies."""
+    if not any(n.op == "attention" for n in graph.nodes):
+        return graph
+    from .op.attention import causal_mask, scale_of, shapes
+    g = GraphBuilder(graph.name)
+    vmap: dict = {id(v): g.input(v.name, v.shape, v.dtype) for v in graph.inputs}
+
+    def get(v):
+        return v if v.is_const else vmap[id(v)]
+
+    for node in graph.nodes:
+        args = [get(v) for v in node.inputs]
+        if node.op != "attention":
+            vmap[id(node.output)] = g.op(node.op, *args, name=node.name, **node.attrs)
+            continue
+        batch, lq, lk, d, dv = shapes(node.name, node.inputs)
+        b, name = int(np.prod(batch, dtype=np.int64)), node.name
+
+        def view(v, shape, what):
+            return v if v.shape == shape else g.op("reshape", v, name=f"{name}_{what}",
+                                                   shape=shape)
+
+        q, k, v = (view(x, (b,) + x.shape[-2:], w) for x, w in zip(args[:3], "qkv"))
+        s = g.op("batch_matmul", q, k, name=name + "_qk", transpose_b=True)
+        scale = scale_of(node.attrs, d)
+        if scale != 1.0:
+            s = g.op("mul", s, name=name + "_scale", scalar=scale)
+        if node.attrs.get("causal"):
+            s = g.op("add", s, g.const(name + "_causal_mask", causal_mask(lq, lk)),
+                     name=name + "_causal")
+        mask = args[3] if len(args) > 3 else None
+        if mask is not None:
+            lead = mask.shape[:-2] if len(mask.shape) > 2 else ()
+            if all(x == 1 for x in lead):  # one mask for every batch and head
+                m2 = mask.shape[-2:] if len(mask.shape) >= 2 else mask.shape
+                s = g.op("add", s, view(mask, m2, "mask2d"), name=name + "_mask")
+            else:
+                s = g.op("add", view(s, batch + (lq, lk), "scores"), mask, name=name + "_mask")
+        p = view(g.op("softmax", s, name=name + "_softmax", axis=-1), (b, lq, lk), "probs")
+        out = g.op("batch_matmul", p, v, name=name + "_pv")
+        vmap[id(node.output)] = view(out, batch + (lq, dv), "out")
+    return g.finish(*[get(v) for v in graph.outputs])
+
+
 def remove_dead(graph: Graph) -> Graph:
     """The graph without the nodes no output depends on."""
     live = {id(v) for v in graph.outputs}
@@ -319,6 +372,7 @@ def prepare(graph: Graph) -> Graph:
     elementwise operators."""
     if getattr(graph, "prepared", False):
         return graph  # once: tuning and compiling must see the same kernels
+    graph = lower_attention(graph)  # attention: batch matmuls around a softmax
     from .layout import channels_last
     graph = fuse_activations(fold_conv_affine(graph))
     graph = merge_transposes(channels_last(constant_weight_layouts(graph)))

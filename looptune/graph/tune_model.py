@@ -25,6 +25,12 @@ def tune_model(graph: Graph, target="cpu", work_dir=None, *, max_trials_global: 
     gradient task scheduler, each task weighted by how often the model runs it. Records go to
     `work_dir`'s database (or `database=`); running again resumes. Returns the database.
 
+    Each task's default schedule (looptune.dlight, what compile_model runs untuned) is timed
+    first with the same settings, as a baseline record: it costs no trials, weighs each
+    task's share of the model's time for the warm-up round, and compile_model applies a
+    tuned record only where it beats it. A budget too small for every task to get a first
+    batch says so up front (a BudgetWarning naming the tasks it covers).
+
     Kernels are timed in the cache state they run in (model_evaluator): `evaluator` (an
     EvaluatorConfig) overrides that, `num_threads` sets the threads of the default one."""
     if not isinstance(graph, Graph):
@@ -34,6 +40,8 @@ def tune_model(graph: Graph, target="cpu", work_dir=None, *, max_trials_global: 
     funcs = {t.task_name: t.func for t in tasks}
     if evaluator is None:
         evaluator = model_evaluator(graph, target, num_threads=num_threads)
+    from ..dlight import default_schedule
+    kwargs.setdefault("default_schedule", default_schedule)
     return tune_tir(funcs, target, work_dir, max_trials_global=max_trials_global,
                     num_trials_per_iter=num_trials_per_iter, task_scheduler=task_scheduler,
                     task_weights=[float(t.weight) for t in tasks], evaluator=evaluator,
@@ -58,13 +66,15 @@ def model_evaluator(graph: Graph, target="cpu", *, num_threads: int | None = Non
 
 
 def untuned_tasks(graph: Graph, database, target="cpu") -> list:
-    """The tasks of `graph` that `database` has no successful record for on `target`: what
-    tuning this model would still have to do (a database tuned on a related model - ResNet-18
-    for ResNet-34 - already serves their shared tasks)."""
+    """The tasks of `graph` that `database` has no successful tuned record for on `target`
+    (a baseline, the default schedule's time, does not count): what tuning this model would
+    still have to do (a database tuned on a related model - ResNet-18 for ResNet-34 - already
+    serves their shared tasks)."""
     from ..target import Target
     target = Target.create(target)
     out = []
     for t in extract_tasks(graph, target):
-        if not database.has_workload(t.func) or not database.query_tuning_record(t.func, target):
+        if not database.has_workload(t.func) or not any(
+                r.ok and not r.baseline for r in database.records_like(t.func, target)):
             out.append(t)
     return out

@@ -159,9 +159,11 @@ def _quantile(sorted_vals, q: float) -> float:
 
 def collect(database_or_records) -> list:
     """One TaskReport per (workload, target, comparable settings) in a Database (or a list
-    of TuningRecords), in order of first record."""
+    of TuningRecords), in order of first record. Baseline records (the default schedule's
+    time) are no trials and are left out."""
     records = database_or_records if isinstance(database_or_records, list) \
         else database_or_records.get_all_tuning_records()
+    records = [r for r in records if not r.baseline]
     groups: dict = {}
     for r in records:
         groups.setdefault((r.workload.key, r.target.key(), measure_settings(r.measure)),

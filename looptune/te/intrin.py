@@ -20,6 +20,9 @@ def sigmoid(x): return call("sigmoid", x)
 def floor(x): return call("floor", x)
 def ceil(x): return call("ceil", x)
 def abs(x): return call("abs", x)  # noqa: A001 - mirrors numpy's name
+def sin(x): return call("sin", x)
+def cos(x): return call("cos", x)
+def round(x): return call("round", x)  # noqa: A001 - half to even, as numpy
 
 
 def pow(x, y):  # noqa: A001

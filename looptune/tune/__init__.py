@@ -1,7 +1,7 @@
 """The tuning engine: design spaces from schedule rules, search, measurement, databases."""
 from .builder import Builder, BuilderInput, BuilderResult, LocalBuilder
 from .context import TuneContext
-from .error import DatabaseError, DatabaseWarning, SimulationError, TuneError
+from .error import BudgetWarning, DatabaseError, DatabaseWarning, SimulationError, TuneError
 from .database import (Database, JSONDatabase, MemoryDatabase, OrderedUnionDatabase,
                        ScheduleFnDatabase, SQLiteDatabase, TuningRecord, UnionDatabase, Workload)
 from .postproc import Postproc
@@ -16,9 +16,8 @@ from .task_scheduler import GradientBased, RoundRobin, TaskScheduler
 from .tune import NoTuningRecordError, compile_tir, tune_tasks, tune_tir, verify
 
 __all__ = [
-    "Builder", "BuilderInput", "BuilderResult", "Database", "DatabaseError", "DatabaseWarning",
-    "EvaluatorConfig",
-    "EvolutionarySearch", "GradientBased", "JSONDatabase", "Mutator",
+    "BudgetWarning", "Builder", "BuilderInput", "BuilderResult", "Database", "DatabaseError",
+    "DatabaseWarning", "EvaluatorConfig", "EvolutionarySearch", "GradientBased", "JSONDatabase", "Mutator",
     "LocalBuilder", "LocalRunner", "MeasureCandidate", "MemoryDatabase", "NoTuningRecordError",
     "OrderedUnionDatabase", "PostOrderApply", "Postproc", "ReplayTrace", "RoundRobin", "Runner",
     "RunnerInput", "RunnerResult", "SQLiteDatabase", "ScheduleFn", "ScheduleFnDatabase",

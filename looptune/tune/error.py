@@ -1,4 +1,4 @@
-"""The errors (and the warning) of the tuning layer that callers are meant to catch."""
+"""The errors (and the warnings) of the tuning layer that callers are meant to catch."""
 
 
 class TuneError(ValueError):
@@ -14,6 +14,11 @@ class DatabaseError(TuneError):
 class DatabaseWarning(UserWarning):
     """A stored record or workload was skipped (corrupt, truncated, from another format, or
     a trace that no longer replays); everything else in the database is used."""
+
+
+class BudgetWarning(UserWarning):
+    """A tuning budget too small to give every task its first batch: the message says which
+    tasks it covers and the budget that would cover them all."""
 
 
 class SimulationError(TuneError):

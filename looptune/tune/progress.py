@@ -1,4 +1,5 @@
-"""One live progress line for a tuning run: trials, best latency and GFLOP/s, failures, ETA.
+"""One live progress line for a tuning run: trials, tasks touched, best latency and GFLOP/s,
+failures, ETA.
 On a terminal the line is redrawn in place; otherwise a line is printed every few seconds."""
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ class Progress:
         return min(candidates) if candidates else None
 
     def update(self, *, task: str, done: int, best_secs: float | None, flops: float | None,
-               failures: int, force: bool = False):
+               failures: int, tasks: tuple | None = None, force: bool = False):
+        """`tasks`: (tasks with a trial, all tasks), shown as "tasks 23/40" when several."""
         if not self.enabled:
             return
         now = time.time()
@@ -47,7 +49,8 @@ class Progress:
             best = f"best {best_secs * 1e3:.4g} ms{gf}"
         eta = self.eta(done)
         eta_s = "-" if eta is None else f"{eta:.0f}s"
-        line = (f"[{task}] trials {done}{total} | {best} | failed {failures} | "
+        touched = f" | tasks {tasks[0]}/{tasks[1]}" if tasks and tasks[1] > 1 else ""
+        line = (f"[{task}] trials {done}{total}{touched} | {best} | failed {failures} | "
                 f"{self.elapsed():.0f}s elapsed, ETA {eta_s}")
         if self.tty:
             pad = max(0, self.width - len(line))

@@ -52,11 +52,15 @@ def tune_tasks(tasks, *, work_dir=None, max_trials_global: int, num_trials_per_i
                task_weights=None, builder=None, runner=None, database=None,
                task_scheduler="gradient", evaluator: EvaluatorConfig | None = None,
                check_correctness: bool = True, progress: bool = True,
-               measure_callbacks=()) -> Database:
+               measure_callbacks=(), default_schedule=None) -> Database:
     """Tune TuneContexts under one budget; returns the database holding every record.
     Re-running with the same work_dir resumes: earlier records count toward the budget and
     are not measured again. `builder` / `runner` default to the tasks' target kind's
-    ("local" for cpu, "cuda" for cuda)."""
+    ("local" for cpu, "cuda" for cuda). `default_schedule(func, target)` (a Schedule; the
+    model tuner passes looptune.dlight's): each task's default schedule is timed first, as a
+    baseline record (TuningRecord.baseline) that costs no budget, weighs the warm-up and is
+    what compile_tir applies when no tuned record beats it. A budget too small to give every
+    task a first batch says so up front (BudgetWarning)."""
     _check_budget(max_trials_global=max_trials_global, num_trials_per_iter=num_trials_per_iter,
                   max_trials_per_task=max_trials_per_task, max_time_s=max_time_s)
     if evaluator is not None and not isinstance(evaluator, EvaluatorConfig):
@@ -83,7 +87,8 @@ def tune_tasks(tasks, *, work_dir=None, max_trials_global: int, num_trials_per_i
                        num_trials_per_iter=num_trials_per_iter, builder=builder, runner=runner,
                        database=database, evaluator=evaluator or EvaluatorConfig(),
                        max_time_s=max_time_s, check_correctness=check_correctness,
-                       progress=progress, measure_callbacks=measure_callbacks)
+                       progress=progress, measure_callbacks=measure_callbacks,
+                       default_schedule=default_schedule)
     finally:
         runner.close()
     return database
@@ -172,7 +177,9 @@ def verify(mod, func: PrimFunc, *, seed: int = 0, rtol: float = 1e-3, atol: floa
 def compile_tir(database: Database, func: PrimFunc, target="cpu", *, check: bool = True,
                 num_threads: int | None = None, evaluator=None, name: str | None = None):
     """Build func with its best record (checked against the unscheduled program first;
-    a record that fails to replay or computes a wrong result is reported and skipped).
+    a record that fails to replay or computes a wrong result is reported and skipped). The
+    best may be a baseline record (TuningRecord.baseline): the default schedule measured
+    the same way was faster than every tuned one, and the module is the default schedule.
 
     Records are ranked against those measured with the same settings: `evaluator`'s (an
     EvaluatorConfig), by default the latest tuning run's (Database.query_tuning_record).

@@ -68,8 +68,9 @@ _BINARY = {
 }
 
 
-def _binary_op(name: str):
-    fn, np_fn = _BINARY[name]
+def _binary_op(name: str, fn, np_fn, dtype: str | None = None, doc: str = ""):
+    """Register binary `name`: fn on te expressions, np_fn on arrays; the reference's result
+    has `dtype` (default: the first input's)."""
 
     def operands(inputs, attrs, node):
         if "scalar" in attrs:
@@ -89,11 +90,11 @@ def _binary_op(name: str):
 
     def ref(arrays, attrs):
         a, b = operands(arrays, attrs, name)
-        dtype = arrays[0].dtype
-        return np.asarray(np_fn(a, b)).astype(dtype)
+        return np.asarray(np_fn(a, b)).astype(dtype or arrays[0].dtype)
 
+    build.__doc__ = doc
     graph_op(name, "elementwise", attrs=("scalar", "reverse"), ref=ref)(build)
 
 
-for _name in _BINARY:
-    _binary_op(_name)
+for _name, (_fn, _np_fn) in _BINARY.items():
+    _binary_op(_name, _fn, _np_fn)

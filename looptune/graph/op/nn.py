@@ -214,42 +214,45 @@ def _pool_args(attrs):
     return attrs["kernel"], attrs.get("stride"), attrs.get("padding", 0)
 
 
-def _pool_ref(reduce):
+def _pool_opts(attrs, kind) -> dict:
+    """ceil_mode (both) and count_include_pad (the average): PyTorch's defaults."""
+    opts = {"ceil_mode": bool(attrs.get("ceil_mode", False))}
+    if kind == "avg_pool2d":
+        opts["count_include_pad"] = bool(attrs.get("count_include_pad", True))
+    return opts
+
+
+def _pool_ref(reduce, kind):
     def ref(a, attrs):
         x = a[0]
         if attrs.get("layout", "NCHW") == "NCHW":
-            return reduce(x, *_pool_args(attrs))
-        out = reduce(np.transpose(x, TO_NCHW), *_pool_args(attrs))
+            return reduce(x, *_pool_args(attrs), **_pool_opts(attrs, kind))
+        out = reduce(np.transpose(x, TO_NCHW), *_pool_args(attrs), **_pool_opts(attrs, kind))
         return np.ascontiguousarray(np.transpose(out, TO_NHWC))
     return ref
 
 
 def _pool_nhwc(X, attrs, node, kind):
     """Pooling over the (H, W) axes of an (N, H, W, C) input."""
-    from ...te.ops._common import pair, window_out
-    kernel, stride, padding = _pool_args(attrs)
-    (kh, kw) = pair(node, "kernel", kernel, 1)
-    (sh, sw) = pair(node, "stride", kernel if stride is None else stride, 1)
-    (ph, pw) = pair(node, "padding", padding, 0)
-    if X.ndim != 4 or ph > kh // 2 or pw > kw // 2:
-        raise GraphError(f"node {node} ({kind}): needs a 4-D (N, H, W, C) input and padding at "
-                         f"most half the kernel, got {X.shape}, padding {(ph, pw)}")
-    OH = window_out(node, X.shape[1], kh, sh, ph, 1, "height")
-    OW = window_out(node, X.shape[2], kw, sw, pw, 1, "width")
+    from ...te.ops.nn import _pool_params, pool_average, pool_pad
+    opts = _pool_opts(attrs, kind)
+    if X.ndim != 4:
+        raise GraphError(f"node {node} ({kind}): needs a 4-D (N, H, W, C) input, got {X.shape}")
+    (kh, kw), (sh, sw), (ph, pw), (OH, OW), extra = _pool_params(
+        node, X, *_pool_args(attrs), opts["ceil_mode"], h_axis=1)
     shape = (X.shape[0], OH, OW, X.shape[3])
     rr, rs = te.reduce_axis(kh, "rr"), te.reduce_axis(kw, "rs")
     if kind == "max_pool2d":
-        P = ops.pad(X, (0, ph, pw, 0), value=te.min_value(X.dtype), name="pad") \
-            if ph or pw else X
+        P = pool_pad(X, ph, pw, extra, 1, value=te.min_value(X.dtype))
         return te.compute(shape, lambda n, y, x, c: te.max(P[n, y * sh + rr, x * sw + rs, c],
                                                            axis=[rr, rs]),
                           name=node, tag="pool_max")
-    P = ops.pad(X, (0, ph, pw, 0), name="pad") if ph or pw else X
+    P = pool_pad(X, ph, pw, extra, 1)
     total = te.compute(shape, lambda n, y, x, c: te.sum(P[n, y * sh + rr, x * sw + rs, c],
                                                         axis=[rr, rs]),
                        name=node + "_sum", tag="pool_sum")
-    return te.compute(shape, lambda n, y, x, c: total[n, y, x, c] * (1.0 / (kh * kw)),
-                      name=node, tag="elemwise")
+    return pool_average(total, X, (kh, kw), (sh, sw), (ph, pw), (OH, OW),
+                        opts["count_include_pad"], 1, node)
 
 
 def _pool_layout(attrs, node, kind) -> str:
@@ -259,22 +262,28 @@ def _pool_layout(attrs, node, kind) -> str:
     return layout
 
 
-@graph_op("max_pool2d", "anchor", attrs=("kernel", "stride", "padding", "layout"),
-          ref=_pool_ref(R.max_pool2d))
+@graph_op("max_pool2d", "anchor", attrs=("kernel", "stride", "padding", "layout", "ceil_mode"),
+          ref=_pool_ref(R.max_pool2d, "max_pool2d"))
 def max_pool2d(inputs, attrs, node):
+    """ceil_mode (default False) as PyTorch's: the last window may overhang the input."""
     _n_inputs(node, "max_pool2d", inputs, 1)
     if _pool_layout(attrs, node, "max_pool2d") == "NHWC":
         return _pool_nhwc(inputs[0], attrs, node, "max_pool2d")
-    return ops.max_pool2d(inputs[0], *_pool_args(attrs), name=node)
+    return ops.max_pool2d(inputs[0], *_pool_args(attrs), name=node,
+                          **_pool_opts(attrs, "max_pool2d"))
 
 
-@graph_op("avg_pool2d", "anchor", attrs=("kernel", "stride", "padding", "layout"),
-          ref=_pool_ref(R.avg_pool2d))
+@graph_op("avg_pool2d", "anchor",
+          attrs=("kernel", "stride", "padding", "layout", "ceil_mode", "count_include_pad"),
+          ref=_pool_ref(R.avg_pool2d, "avg_pool2d"))
 def avg_pool2d(inputs, attrs, node):
+    """ceil_mode (default False) and count_include_pad (default True) as PyTorch's; ONNX's
+    AveragePool defaults to count_include_pad=0 and its importer says so."""
     _n_inputs(node, "avg_pool2d", inputs, 1)
     if _pool_layout(attrs, node, "avg_pool2d") == "NHWC":
         return _pool_nhwc(inputs[0], attrs, node, "avg_pool2d")
-    return ops.avg_pool2d(inputs[0], *_pool_args(attrs), name=node)
+    return ops.avg_pool2d(inputs[0], *_pool_args(attrs), name=node,
+                          **_pool_opts(attrs, "avg_pool2d"))
 
 
 # ------------------------------------------------------------------ reductions
@@ -316,16 +325,20 @@ def softmax(inputs, attrs, node):
 
 def _layer_norm_ref(a, attrs):
     x = a[0]
-    gamma = a[1] if len(a) > 1 else None
-    beta = a[2] if len(a) > 2 else None
-    return R.layer_norm(x, gamma, beta, attrs.get("eps", 1e-5))
+    k = int(attrs.get("axes_count", 1))
+    flat = x.shape[:x.ndim - k] + (-1,)  # the last k axes as one
+    gamma = a[1].reshape(-1) if len(a) > 1 else None
+    beta = a[2].reshape(-1) if len(a) > 2 else None
+    return R.layer_norm(x.reshape(flat), gamma, beta, attrs.get("eps", 1e-5)).reshape(x.shape)
 
 
-@graph_op("layer_norm", "reduction", attrs=("eps",), ref=_layer_norm_ref)
+@graph_op("layer_norm", "reduction", attrs=("eps", "axes_count"), ref=_layer_norm_ref)
 def layer_norm(inputs, attrs, node):
-    """Over the last axis, with optional gamma and beta inputs."""
+    """Over the last axis, or the last `axes_count` axes (torch's normalized_shape), with
+    optional gamma and beta inputs of those axes' shape."""
     _n_inputs(node, "layer_norm", inputs, 1, 3)
     X = inputs[0]
     gamma = inputs[1] if len(inputs) > 1 else None
     beta = inputs[2] if len(inputs) > 2 else None
-    return ops.layer_norm(X, gamma, beta, axis=-1, eps=float(attrs.get("eps", 1e-5)), name=node)
+    return ops.layer_norm(X, gamma, beta, axis=-1, eps=float(attrs.get("eps", 1e-5)), name=node,
+                          axes_count=int(attrs.get("axes_count", 1)))

@@ -139,9 +139,16 @@ def pad(inputs, attrs, node):
                    float(attrs.get("value", 0.0)), name=node)
 
 
-@graph_op("embedding", "injective", ref=lambda a, at: a[0][a[1].astype(np.int64)])
+def _embedding_ref(a, attrs):
+    from .gather import checked_indices
+    return a[0][checked_indices(a[1], a[0].shape[0], "embedding")]
+
+
+@graph_op("embedding", "injective", ref=_embedding_ref)
 def embedding(inputs, attrs, node):
-    """Rows of a table (first input) picked by integer indices (second input)."""
+    """Rows of a table (first input) picked by integer indices (second input): gather on
+    axis 0."""
+    from .gather import _wrap_clamp
     if len(inputs) != 2:
         raise GraphError(f"node {node} (embedding): takes a table and indices, got "
                          f"{len(inputs)} inputs")
@@ -152,8 +159,9 @@ def embedding(inputs, attrs, node):
     k = ids.ndim
 
     def body(*i):
-        row = te.astype(ids[i[:k]], "int32")
-        row = te.max(te.min(row, table.shape[0] - 1), 0)  # out-of-range ids clamp, never fault
+        # negative ids count from the end, as gather's (and the reference's); ids still out
+        # of range clamp, never fault
+        row = _wrap_clamp(ids[i[:k]], table.shape[0])
         return table[(row,) + tuple(i[k:])]
 
     return te.compute(shape, body, name=node, tag="injective")

@@ -107,24 +107,92 @@ def depthwise_conv2d_nchw(X, W, stride=1, padding=0, dilation=1,
         name=name, tag="depthwise_conv2d_nchw")
 
 
-def _pool_params(op, X, kernel, stride, padding):
-    expect_tensor(op, "X", X, "NCHW")
+def pool_out(op: str, size: int, kernel: int, stride: int, pad: int, ceil_mode: bool,
+             what: str) -> tuple[int, int]:
+    """(output extent, overhang): PyTorch's and ONNX's rule, floor((size + 2 pad - kernel) /
+    stride) + 1, rounded up instead with ceil_mode, where a last window that would start in
+    the right padding is dropped. The overhang is how far the last window reaches past the
+    right padding (0 without ceil_mode)."""
+    out = window_out(op, size, kernel, stride, pad, 1, what)
+    if ceil_mode:
+        out = -(-(size + 2 * pad - kernel) // stride) + 1
+        if (out - 1) * stride >= size + pad:
+            out -= 1
+    return out, max(0, (out - 1) * stride + kernel - size - 2 * pad)
+
+
+def pool_count(y, size: int, kernel: int, stride: int, pad: int, out: int,
+               count_include_pad: bool):
+    """How many elements average_pool divides output position y's window by (PyTorch's rule):
+    the window clipped to the padded input (the overhang of ceil_mode never counts) and, without
+    count_include_pad, to the input itself. An int where it is the same for every position."""
+    def count(start, end, lo, hi, mn, mx):
+        end = mn(end, hi)
+        if not count_include_pad:
+            start, end = mx(start, lo), mn(end, lo + size)
+        return end - start
+
+    counts = {count(i * stride - pad, i * stride - pad + kernel, 0, size + pad, min, max)
+              for i in range(out)}
+    if len(counts) == 1:
+        return counts.pop()
+    start = y * stride - pad
+    return count(start, start + kernel, 0, size + pad, te.min, te.max)
+
+
+def _pool_params(op, X, kernel, stride, padding, ceil_mode=False, h_axis=2):
+    expect_tensor(op, "X", X, "NCHW" if h_axis == 2 else "NHWC")
     (kh, kw) = pair(op, "kernel", kernel, 1)
     (sh, sw) = pair(op, "stride", kernel if stride is None else stride, 1)
     (ph, pw) = pair(op, "padding", padding, 0)
     check(ph <= kh // 2 and pw <= kw // 2,
           f"{op}: padding {(ph, pw)} must be at most half the kernel {(kh, kw)} (as in "
           "PyTorch), so that every window overlaps the input")
-    OH = window_out(op, X.shape[2], kh, sh, ph, 1, "height")
-    OW = window_out(op, X.shape[3], kw, sw, pw, 1, "width")
-    return (kh, kw), (sh, sw), (ph, pw), (OH, OW)
+    OH, eh = pool_out(op, X.shape[h_axis], kh, sh, ph, ceil_mode, "height")
+    OW, ew = pool_out(op, X.shape[h_axis + 1], kw, sw, pw, ceil_mode, "width")
+    return (kh, kw), (sh, sw), (ph, pw), (OH, OW), (eh, ew)
 
 
-def max_pool2d(X, kernel, stride=None, padding=0, name: str = "max_pool2d"):
+def pool_pad(X, ph: int, pw: int, extra: tuple, h_axis: int, value=0.0):
+    """The input padded by (ph, pw) on both sides, and `extra` more after: ceil_mode's
+    overhang (which never counts: -inf for max, zero and not in the count for the average)."""
+    if not (ph or pw or any(extra)):
+        return X
+    if not any(extra):
+        return _pad_hw(X, ph, pw, h_axis, value)
+    before, after = [0] * X.ndim, [0] * X.ndim
+    before[h_axis], before[h_axis + 1] = ph, pw
+    after[h_axis], after[h_axis + 1] = ph + extra[0], pw + extra[1]
+    return pad(X, before, after, value)
+
+
+def pool_average(total, X, kernel, stride, padding, out, count_include_pad: bool, h_axis: int,
+                 name: str):
+    """The window sums `total` divided by each window's count (pool_count)."""
+    (kh, kw), (sh, sw), (ph, pw), (OH, OW) = kernel, stride, padding, out
+    H, W = X.shape[h_axis], X.shape[h_axis + 1]
+
+    def body(*i):
+        ch = pool_count(i[h_axis], H, kh, sh, ph, OH, count_include_pad)
+        cw = pool_count(i[h_axis + 1], W, kw, sw, pw, OW, count_include_pad)
+        if isinstance(ch, int) and isinstance(cw, int):
+            return total[i] * (1.0 / (ch * cw))
+        return total[i] / te.astype(ch * cw, total.dtype)
+
+    if h_axis == 2:
+        return te.compute(total.shape, lambda n, c, y, x: body(n, c, y, x), name=name,
+                          tag="elemwise")
+    return te.compute(total.shape, lambda n, y, x, c: body(n, y, x, c), name=name,
+                      tag="elemwise")
+
+
+def max_pool2d(X, kernel, stride=None, padding=0, name: str = "max_pool2d",
+               ceil_mode: bool = False):
     """out[n, c, y, x] = max over the kernel window; padding counts as minus infinity.
-    stride defaults to the kernel size."""
-    (kh, kw), (sh, sw), (ph, pw), (OH, OW) = _pool_params(name, X, kernel, stride, padding)
-    P = _pad_hw(X, ph, pw, 2, value=te.min_value(X.dtype))
+    stride defaults to the kernel size; ceil_mode as PyTorch's (pool_out)."""
+    (kh, kw), (sh, sw), (ph, pw), (OH, OW), extra = _pool_params(name, X, kernel, stride,
+                                                                 padding, ceil_mode)
+    P = pool_pad(X, ph, pw, extra, 2, value=te.min_value(X.dtype))
     rr, rs = te.reduce_axis(kh, "rr"), te.reduce_axis(kw, "rs")
     return te.compute(
         (X.shape[0], X.shape[1], OH, OW),
@@ -132,15 +200,18 @@ def max_pool2d(X, kernel, stride=None, padding=0, name: str = "max_pool2d"):
         name=name, tag="pool_max")
 
 
-def avg_pool2d(X, kernel, stride=None, padding=0, name: str = "avg_pool2d"):
-    """out = (sum over the window) / (kh * kw): padding counts as zeros and is included in the
-    count (PyTorch's count_include_pad=True). Two stages: the window sum, then the scaling."""
-    (kh, kw), (sh, sw), (ph, pw), (OH, OW) = _pool_params(name, X, kernel, stride, padding)
-    P = _pad_hw(X, ph, pw, 2)
+def avg_pool2d(X, kernel, stride=None, padding=0, name: str = "avg_pool2d",
+               ceil_mode: bool = False, count_include_pad: bool = True):
+    """out = (sum over the window) / count: padding counts as zeros, and the count is kh * kw
+    with PyTorch's defaults (count_include_pad=True, no ceil_mode; else pool_count). Two
+    stages: the window sum, then the scaling."""
+    (kh, kw), (sh, sw), (ph, pw), (OH, OW), extra = _pool_params(name, X, kernel, stride,
+                                                                 padding, ceil_mode)
+    P = pool_pad(X, ph, pw, extra, 2)
     rr, rs = te.reduce_axis(kh, "rr"), te.reduce_axis(kw, "rs")
     shape = (X.shape[0], X.shape[1], OH, OW)
     total = te.compute(
         shape, lambda n, c, y, x: te.sum(P[n, c, y * sh + rr, x * sw + rs], axis=[rr, rs]),
         name=name + "_sum", tag="pool_sum")
-    return te.compute(shape, lambda n, c, y, x: total[n, c, y, x] * (1.0 / (kh * kw)),
-                      name=name, tag="elemwise")
+    return pool_average(total, X, (kh, kw), (sh, sw), (ph, pw), (OH, OW), count_include_pad, 2,
+                        name)

@@ -46,6 +46,10 @@ def reduce_min(X, axis=None, keepdims: bool = False, name: str = "reduce_min"):
     return _reduce("reduce_min", te.min, X, axis, keepdims, name)
 
 
+def reduce_prod(X, axis=None, keepdims: bool = False, name: str = "reduce_prod"):
+    return _reduce("reduce_prod", te.prod, X, axis, keepdims, name)
+
+
 def reduce_mean(X, axis=None, keepdims: bool = False, name: str = "reduce_mean"):
     """The sum, then a stage scaling by 1/count; integer inputs give float32."""
     total = _reduce("reduce_mean", te.sum, X, axis, keepdims, name + "_sum")

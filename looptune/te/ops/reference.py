@@ -98,15 +98,53 @@ def _pool(x, kernel, stride, padding, value, combine):
     return combine(np.stack(views)), kh * kw
 
 
-def max_pool2d(x, kernel, stride=None, padding=0):
+def max_pool2d(x, kernel, stride=None, padding=0, ceil_mode=False):
+    if ceil_mode:
+        return _pool_windows(x, kernel, stride, padding, ceil_mode, "max")
     out, _ = _pool(_f64(x)[0], kernel, stride, padding, -np.inf, lambda v: v.max(axis=0))
     return out.astype(x.dtype)
 
 
-def avg_pool2d(x, kernel, stride=None, padding=0):
-    """count_include_pad=True: the divisor is always kh * kw."""
+def avg_pool2d(x, kernel, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    """count_include_pad=True without ceil_mode: the divisor is always kh * kw."""
+    if ceil_mode or not count_include_pad:
+        return _pool_windows(x, kernel, stride, padding, ceil_mode, "avg", count_include_pad)
     out, n = _pool(_f64(x)[0], kernel, stride, padding, 0.0, lambda v: v.sum(axis=0))
     return (out / n).astype(x.dtype)
+
+
+def pool_out(size, k, s, p, ceil_mode):
+    """PyTorch's pooling output size: with ceil_mode a last window that would start in the
+    right padding is dropped."""
+    out = (-(-(size + 2 * p - k) // s) if ceil_mode else (size + 2 * p - k) // s) + 1
+    return out - 1 if ceil_mode and (out - 1) * s >= size + p else out
+
+
+def _pool_windows(x, kernel, stride, padding, ceil_mode, kind, count_include_pad=True):
+    """Pooling one window at a time, as PyTorch's kernels: a window is clipped to the padded
+    input (its overhang past the right padding never counts) and, for the maximum and for an
+    average without count_include_pad, to the input."""
+    (kh, kw), (ph, pw) = _pair(kernel), _pair(padding)
+    sh, sw = _pair(kernel if stride is None else stride)
+    H, W = x.shape[2:]
+    oh, ow = pool_out(H, kh, sh, ph, ceil_mode), pool_out(W, kw, sw, pw, ceil_mode)
+    x64 = _f64(x)[0]
+    out = np.empty(x.shape[:2] + (oh, ow))
+    for i in range(oh):
+        h0 = i * sh - ph
+        h1 = min(h0 + kh, H + ph)
+        a0, a1 = max(h0, 0), min(h1, H)
+        for j in range(ow):
+            w0 = j * sw - pw
+            w1 = min(w0 + kw, W + pw)
+            b0, b1 = max(w0, 0), min(w1, W)
+            win = x64[:, :, a0:a1, b0:b1]
+            if kind == "max":
+                out[:, :, i, j] = win.max(axis=(2, 3))
+            else:
+                n = (h1 - h0) * (w1 - w0) if count_include_pad else (a1 - a0) * (b1 - b0)
+                out[:, :, i, j] = win.sum(axis=(2, 3)) / n
+    return out.astype(x.dtype)
 
 
 # ------------------------------------------------------------------------------ norm

@@ -74,8 +74,8 @@ class TemplateSearch(SearchStrategy):
         if database is not None:
             self._learn_from_database(database)
 
-    def generate_measure_candidates(self):
-        n = min(self.per_iter, self.max_trials - self.proposed)
+    def generate_measure_candidates(self, n: int | None = None):
+        n = min(n or self.per_iter, self.max_trials - self.proposed)
         if n <= 0 or not self.has_next() or self._stopped_early():
             return None
         configs = self._fresh(self.next_batch(n))

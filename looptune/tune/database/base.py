@@ -65,6 +65,15 @@ class TuningRecord:
         return self.run_secs is not None and self.error_class is None
 
     @property
+    def baseline(self) -> bool:
+        """A baseline record times its workload's default schedule (looptune.dlight), not a
+        search candidate: `measure["baseline"]` says so. It is a schedule like any other - its
+        trace replays, it ranks with the records measured with the same settings, and
+        query_tuning_record returns it when nothing tuned is faster (compile_tir then builds
+        the default schedule) - but it is no trial: budgets and trial counts leave it out."""
+        return bool(self.measure.get("baseline"))
+
+    @property
     def median_secs(self) -> float:
         """The median of the repeated measurements; infinity for a failed record."""
         if not self.ok or not self.run_secs:

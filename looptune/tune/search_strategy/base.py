@@ -46,7 +46,9 @@ class SearchStrategy:
         """`seen`: structural hashes of schedules already measured (from the database)."""
         raise NotImplementedError
 
-    def generate_measure_candidates(self) -> list | None:
+    def generate_measure_candidates(self, n: int | None = None) -> list | None:
+        """Up to `n` candidates to measure next (None: num_trials_per_iter; the task
+        scheduler sizes a task's warm-up batch this way), or None when the search is done."""
         raise NotImplementedError
 
     def notify_runner_results(self, candidates: list, results: list) -> None:

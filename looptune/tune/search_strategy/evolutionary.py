@@ -76,8 +76,8 @@ class EvolutionarySearch(SearchStrategy):
         self._offers: list = []
         self._signature = self._tile_extents()
 
-    def generate_measure_candidates(self):
-        n = min(self.per_iter, self.max_trials - self.trials)
+    def generate_measure_candidates(self, n: int | None = None):
+        n = min(n or self.per_iter, self.max_trials - self.trials)
         if n <= 0 or not self.spaces:
             return None
         self._batch_deadline = None

@@ -47,8 +47,8 @@ class ReplayTrace(SearchStrategy):
         self.trials = 0
         self.rand = random.Random(self.context.seed)
 
-    def generate_measure_candidates(self):
-        n = min(self.per_iter, self.max_trials - self.trials)
+    def generate_measure_candidates(self, n: int | None = None):
+        n = min(n or self.per_iter, self.max_trials - self.trials)
         if n <= 0 or not self.spaces:
             return None
         out, fails = [], 0

@@ -2,5 +2,7 @@
 from .base import TaskScheduler, TaskState
 from .gradient import GradientBased
 from .round_robin import RoundRobin
+from .warmup import WarmupPlan, plan_warmup
 
-__all__ = ["GradientBased", "RoundRobin", "TaskScheduler", "TaskState"]
+__all__ = ["GradientBased", "RoundRobin", "TaskScheduler", "TaskState", "WarmupPlan",
+           "plan_warmup"]

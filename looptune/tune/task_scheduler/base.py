@@ -1,21 +1,26 @@
 """Task schedulers share one budget (trials or seconds) across tasks. The loop is here; a
-subclass only picks which task measures the next batch (`next_task_id`)."""
+subclass only picks which task measures the next batch (`next_task_id`). Before the first
+trial, the loop can time each task's default schedule (a baseline record) and plans the
+warm-up round (warmup.py): how many trials each task's first batch gets."""
 from __future__ import annotations
 
 import math
 import time
 import uuid
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ...backend import args_info
+from ...tir.structural import structural_hash
 from ..builder.base import BuilderInput
 from ..database.base import TuningRecord
-from ..error import TuneError
+from ..error import BudgetWarning, TuneError
 from ..measure import Measurements, build_reference
 from ..progress import Progress
 from ..registry import Registry
 from ..runner.base import EvaluatorConfig, RunnerResult
+from .warmup import WarmupPlan, estimated_cost, plan_warmup
 
 
 @dataclass(eq=False)
@@ -24,6 +29,8 @@ class TaskState:
     weight: float = 1.0
     workload: object = None
     trials: int = 0                  # measured candidates, earlier runs included
+    batches: int = 0                 # batches measured in this run
+    default_secs: float = math.inf   # the default schedule's time (its baseline record)
     failures: int = 0
     best_secs: float = math.inf
     done: bool = False
@@ -37,6 +44,15 @@ class TaskState:
 
 class TaskScheduler:
     registry = Registry("task scheduler")
+    plan: WarmupPlan | None = None   # this run's warm-up (set by tune)
+
+    def __init__(self, *, min_first: int = 4, warmup_share: float = 0.5):
+        """`min_first`: the smallest first batch that covers a task; `warmup_share`: the
+        part of the budget the warm-up round may take (warmup.py)."""
+        if min_first < 1 or not 0 < warmup_share <= 1:
+            raise ValueError("a task scheduler needs min_first >= 1 and 0 < warmup_share <= 1")
+        self.min_first = min_first
+        self.warmup_share = warmup_share
 
     @classmethod
     def create(cls, spec="round-robin", **kwargs) -> "TaskScheduler":
@@ -51,9 +67,12 @@ class TaskScheduler:
              max_trials_per_task: int | None, num_trials_per_iter: int, builder, runner,
              database, evaluator: EvaluatorConfig, max_time_s: float | None = None,
              check_correctness: bool = True, abort_ratio: float = 3.0,
-             progress: bool = True, measure_callbacks=()) -> list:
+             progress: bool = True, measure_callbacks=(), default_schedule=None) -> list:
         """Tune every task until its trials, the global trials or the time run out. Every
-        measurement is committed as soon as it is made. Returns the task states."""
+        measurement is committed as soon as it is made. `default_schedule(func, target)`
+        (a Schedule), if given, is timed first for each task without one measured with these
+        settings: a baseline record that a tuned record must beat to be used. Returns the
+        task states."""
         weights = list(task_weights) if task_weights is not None else [1.0] * len(contexts)
         if len(weights) != len(contexts) or any(not w > 0 for w in weights):
             raise TuneError(f"task_weights must be one positive number per task ({len(contexts)} "
@@ -73,6 +92,12 @@ class TaskScheduler:
             for t in self.tasks:
                 self._prepare(t, database, builder, per_task, num_trials_per_iter,
                               check_correctness, evaluator)
+        if default_schedule is not None:
+            self._measure_defaults(default_schedule, builder, runner, database, evaluator,
+                                   abort_ratio)
+        self.plan = self._plan_warmup(per_task, num_trials_per_iter)
+        self._announce()
+        with self._phase("search"):
             for t in self.tasks:
                 self._share_best(t)
         try:
@@ -82,13 +107,15 @@ class TaskScheduler:
                     break
                 task = self.tasks[tid]
                 with self._phase("search"):
-                    cands = task.context.search_strategy.generate_measure_candidates()
+                    cands = task.context.search_strategy.generate_measure_candidates(
+                        self.batch_size(tid))
                 if not cands:
                     task.done = True
                     continue
                 best_before = task.best_secs
                 results = self._measure(task, cands, builder, runner, database, evaluator,
                                         abort_ratio)
+                task.batches += 1
                 if task.best_secs < best_before:
                     self._share_best(task)
                 with self._phase("search"):
@@ -101,6 +128,50 @@ class TaskScheduler:
             for t in self.tasks:
                 t.context.search_strategy.post_tuning()
         return self.tasks
+
+    # ------------------------------------------------------------------ the warm-up
+    def batch_size(self, tid: int) -> int | None:
+        """Trials of task tid's next batch: its warm-up batch first, then the plan's batch
+        (None without a plan: the strategy's num_trials_per_iter)."""
+        if self.plan is None:
+            return None
+        first = self.plan.first[tid]
+        return first if first and not self.tasks[tid].batches else self.plan.batch
+
+    def warmup_order(self) -> list:
+        """The tasks still waiting for their warm-up batch, largest share first."""
+        if self.plan is None:
+            return []
+        return [i for i in self.plan.order if not self.tasks[i].done and not self.tasks[i].batches]
+
+    def shares(self) -> list:
+        """Each task's estimated part of the weighted objective: weight x its default
+        schedule's time where measured, else weight x an estimate from FLOPs and bytes,
+        scaled by the measured tasks' median seconds per unit of estimate."""
+        cost = [estimated_cost(t.context.flops, sum(_nbytes(a) for a in t.args_info))
+                for t in self.tasks]
+        ratios = sorted(t.default_secs / c for t, c in zip(self.tasks, cost)
+                        if math.isfinite(t.default_secs))
+        scale = ratios[len(ratios) // 2] if ratios else 1.0
+        return [t.weight * (t.default_secs if math.isfinite(t.default_secs) else c * scale)
+                for t, c in zip(self.tasks, cost)]
+
+    def _plan_warmup(self, per_task: int, per_iter: int) -> WarmupPlan:
+        caps = [0 if t.done or t.trials else max(0, per_task - t.trials) for t in self.tasks]
+        return plan_warmup(self.shares(), caps,
+                           budget=self.max_trials_global - self.total_trials(),
+                           per_iter=per_iter, min_first=self.min_first,
+                           warmup_share=self.warmup_share)
+
+    def _announce(self) -> None:
+        """Say up front what the budget covers: a line, and a BudgetWarning if it cannot give
+        every task a first batch."""
+        plan, spent = self.plan, self.total_trials()
+        if len(self.tasks) > 1:
+            self.progress.note(plan.summary(spent))
+        short = plan.shortfall([t.context.task_name for t in self.tasks], spent)
+        if short:
+            warnings.warn(short, BudgetWarning, stacklevel=4)
 
     def _share_best(self, task: TaskState) -> None:
         """Offer a task's best schedule to the tasks whose design spaces look the same (the
@@ -132,6 +203,10 @@ class TaskScheduler:
     def total_trials(self) -> int:
         return sum(t.trials for t in self.tasks)
 
+    def touched(self) -> tuple:
+        """(tasks with at least one trial, all tasks): the progress line's "tasks 23/40"."""
+        return sum(t.trials > 0 for t in self.tasks), len(self.tasks)
+
     def _out_of_budget(self) -> bool:
         if self.total_trials() >= self.max_trials_global:
             return True
@@ -142,13 +217,17 @@ class TaskScheduler:
         ctx.deadline = self.start + self.max_time_s if self.max_time_s else None
         t.workload = database.commit_workload(ctx.func)
         done = database.records_of(t.workload, ctx.target)
-        t.trials = len(done)
-        t.failures = sum(not r.ok for r in done)
         settings = evaluator.to_json()
         comparable = [r for r in done if all(r.measure.get(k) == v for k, v in settings.items())]
+        t.default_secs = min((r.median_secs for r in comparable if r.baseline), default=math.inf)
+        done = [r for r in done if not r.baseline]  # a baseline is not a trial
+        comparable = [r for r in comparable if not r.baseline]
+        t.trials = len(done)
+        t.failures = sum(not r.ok for r in done)
         best = min(comparable, key=lambda r: r.median_secs, default=None)
         if best is not None and best.ok:
             t.best_secs, t.best_trace = best.median_secs, best.trace
+        t.best_secs = min(t.best_secs, t.default_secs)
         t.args_info = args_info(ctx.func)
         seen = {r.sch_hash for r in done if r.sch_hash}
         spaces = ctx.generate_design_space()
@@ -177,6 +256,56 @@ class TaskScheduler:
         return {"id": self.run_id, "start": self.start, "task": ctx.task_name,
                 "strategy": name, "seed": ctx.seed}
 
+    def _measurements(self, task: TaskState, runner, evaluator, abort_ratio) -> Measurements:
+        if task.measurements is None:
+            ctx = task.context
+            task.measurements = Measurements(runner, evaluator, task.args_info, ctx.seed,
+                                             task.workload.key, abort_ratio)
+        return task.measurements
+
+    def _measure_defaults(self, default_schedule, builder, runner, database, evaluator,
+                          abort_ratio) -> None:
+        """Time the default schedule of every task that has no baseline measured with these
+        settings, all built at once. Each time is committed as a baseline record
+        (`TuningRecord.baseline`): it is not a trial and costs no budget, and it gives the
+        warm-up its shares. It is measured unchecked; compile_tir verifies any record it
+        applies, a baseline as much as a tuned one."""
+        todo = []
+        with self._phase("search"):
+            for t in self.tasks:
+                if math.isfinite(t.default_secs):
+                    continue
+                try:
+                    sch = default_schedule(t.context.func, t.context.target)
+                except Exception as e:  # noqa: BLE001 - no baseline; tuning goes on
+                    self.progress.note(f"{t.context.task_name}: no default schedule to time "
+                                       f"({type(e).__name__}: {e})")
+                    continue
+                todo.append((t, sch))
+        if not todo:
+            return
+        with self._phase("build"):
+            built = builder.build([BuilderInput(sch.func, t.context.target,
+                                                {"workload": t.workload.key,
+                                                 "trace": "default schedule"})
+                                   for t, sch in todo])
+        for (t, sch), b in zip(todo, built):
+            meas = self._measurements(t, runner, evaluator, abort_ratio)
+            sch_hash = structural_hash(sch.func)
+            with self._phase("run"):
+                res = meas.run(b, sch, sch_hash, best_secs=math.inf, reference=None)
+            measure = {**meas.settings(res, b.source_hash if b.ok else None),
+                       "run": self.run_info(t.context), "baseline": "default schedule"}
+            record = TuningRecord(
+                workload=t.workload, trace=sch.trace, run_secs=res.run_secs,
+                target=t.context.target, args_info=t.args_info, measure=measure,
+                error_class=res.error_class, error_msg=res.error_msg, sch_hash=sch_hash)
+            with self._phase("database"):
+                database.commit_tuning_record(record)
+            if record.ok:
+                t.default_secs = record.median_secs
+                t.best_secs = min(t.best_secs, t.default_secs)
+
     def _measure(self, task: TaskState, cands, builder, runner, database, evaluator,
                  abort_ratio) -> list:
         ctx = task.context
@@ -194,10 +323,7 @@ class TaskScheduler:
                      if to_build else ())
         self.phase_secs["build"] += time.perf_counter() - t0
         run_info = self.run_info(ctx)
-        if task.measurements is None:
-            task.measurements = Measurements(runner, evaluator, task.args_info, ctx.seed,
-                                             task.workload.key, abort_ratio)
-        meas = task.measurements
+        meas = self._measurements(task, runner, evaluator, abort_ratio)
         results = []
         task.batch_records = []
         for cand, res in zip(cands, known):
@@ -230,5 +356,13 @@ class TaskScheduler:
             results.append(res)
             self.progress.update(task=ctx.task_name, done=self.total_trials(),
                                  best_secs=task.best_secs if math.isfinite(task.best_secs) else None,
-                                 flops=ctx.flops, failures=sum(t.failures for t in self.tasks))
+                                 flops=ctx.flops, failures=sum(t.failures for t in self.tasks),
+                                 tasks=self.touched())
         return results
+
+
+def _nbytes(arg) -> int:
+    n = 1
+    for d in arg.shape:
+        n *= int(d)
+    return n * (int("".join(c for c in arg.dtype if c.isdigit()) or 32) // 8)

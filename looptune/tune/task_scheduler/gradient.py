@@ -5,7 +5,9 @@ best time; the next batch goes to the task expected to lower it most per trial:
     backward_i = (best_i[r - window] - best_i[r]) / trials in those rounds  (recent progress)
     forward_i  = best_i / trials_i  (optimism: as much again as all trials so far bought)
 
-Every task first gets one batch; a random task is picked with probability `eps`."""
+Every task first gets one batch, sized and ordered by the warm-up plan (warmup.py: largest
+share of the model's time first, small batches when the budget is small); then the gain
+decides, except that a random task is picked with probability `eps`."""
 from __future__ import annotations
 
 import math
@@ -17,7 +19,8 @@ from .base import TaskScheduler
 @TaskScheduler.registry.register("gradient")
 class GradientBased(TaskScheduler):
     def __init__(self, *, alpha: float = 0.2, window_size: int = 3, eps: float = 0.05,
-                 seed: int = 0):
+                 seed: int = 0, **warmup):
+        super().__init__(**warmup)
         if not 0 <= alpha <= 1 or window_size < 1 or not 0 <= eps <= 1:
             raise ValueError("GradientBased needs 0 <= alpha <= 1, window_size >= 1 and "
                              "0 <= eps <= 1")
@@ -33,7 +36,10 @@ class GradientBased(TaskScheduler):
             return -1
         for i in live:
             self._record(i)
-        fresh = [i for i in live if len(self.history[i]) < 2]  # not yet given a batch here
+        if self.plan is not None:  # the warm-up round, largest share first
+            fresh = self.warmup_order()
+        else:
+            fresh = [i for i in live if len(self.history[i]) < 2]  # not yet given a batch
         if fresh:
             return fresh[0]
         if self.rand.random() < self.eps:

@@ -7,7 +7,8 @@ from .base import TaskScheduler
 
 @TaskScheduler.registry.register("round-robin")
 class RoundRobin(TaskScheduler):
-    def __init__(self):
+    def __init__(self, **warmup):
+        super().__init__(**warmup)
         self.credit: list | None = None
 
     def next_task_id(self) -> int:

@@ -1,0 +1,160 @@
+"""Indexing and broadcasting copies: gather (np.take), gather_elements
+(np.take_along_axis), expand (np.broadcast_to) and tile (np.tile).
+
+Indices are int32 tensors; a negative index counts from the end (idx + dim). A kernel cannot
+raise, so an index still outside [0, dim) is clamped to the nearest row: the importers check
+constant indices when they import, and the numpy references (constant folding) raise
+GraphError for them."""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import te
+from ..ir import GraphError
+from .base import graph_op
+
+
+def _axis(node, op, axis, ndim):
+    if not isinstance(axis, int) or not -ndim <= axis < ndim:
+        raise GraphError(f"node {node} ({op}): axis {axis!r} is out of range for a {ndim}-D "
+                         "input")
+    return axis % ndim
+
+
+def _index(node, op, inputs):
+    if len(inputs) != 2:
+        raise GraphError(f"node {node} ({op}): takes 2 inputs (data, indices), got "
+                         f"{len(inputs)}")
+    data, idx = inputs
+    if not idx.dtype.startswith("int"):
+        raise GraphError(f"node {node} ({op}): indices must be integers, got {idx.dtype}")
+    return data, idx
+
+
+def _wrap_clamp(i, dim: int):
+    """A read index from an index value: negative counts from the end, then clamped."""
+    i = te.astype(i, "int32")
+    i = te.if_then_else(i < 0, i + dim, i)
+    return te.max(te.min(i, dim - 1), 0)
+
+
+def checked_indices(idx, dim: int, op: str) -> np.ndarray:
+    """int64 indices in [0, dim): negative ones count from the end; GraphError for any
+    outside [-dim, dim) (where a kernel would clamp)."""
+    idx = np.asarray(idx).astype(np.int64)
+    bad = idx[(idx < -dim) | (idx >= dim)]
+    if bad.size:
+        raise GraphError(f"{op}: index {int(bad.flat[0])} is out of range for an axis of "
+                         f"size {dim} ({bad.size} such indices)")
+    return np.where(idx < 0, idx + dim, idx)
+
+
+def _gather_ref(a, attrs):
+    data, idx = a
+    axis = attrs.get("axis", 0) % data.ndim
+    return np.take(data, checked_indices(idx, data.shape[axis], "gather"), axis=axis)
+
+
+@graph_op("gather", "injective", attrs=("axis",), ref=_gather_ref)
+def gather(inputs, attrs, node):
+    """np.take(data, indices, axis): the output's shape is data.shape[:axis] + indices.shape
+    + data.shape[axis + 1:]."""
+    data, idx = _index(node, "gather", inputs)
+    a = _axis(node, "gather", attrs.get("axis", 0), data.ndim)
+    k = idx.ndim
+    shape = data.shape[:a] + idx.shape + data.shape[a + 1:]
+
+    def body(*i):
+        row = _wrap_clamp(idx[i[a:a + k]], data.shape[a])
+        return data[i[:a] + (row,) + i[a + k:]]
+
+    return te.compute(shape, body, name=node, tag="injective")
+
+
+def _gather_elements_ref(a, attrs):
+    data, idx = a
+    ax = attrs.get("axis", 0) % data.ndim
+    idx = checked_indices(idx, data.shape[ax], "gather_elements")
+    grid = list(np.indices(idx.shape, sparse=True))
+    grid[ax] = idx
+    return data[tuple(grid)]
+
+
+@graph_op("gather_elements", "injective", attrs=("axis",), ref=_gather_elements_ref)
+def gather_elements(inputs, attrs, node):
+    """out[i] = data[i with i[axis] replaced by indices[i]] (np.take_along_axis, torch.gather,
+    ONNX GatherElements): indices has data's rank and no dimension larger than data's."""
+    data, idx = _index(node, "gather_elements", inputs)
+    a = _axis(node, "gather_elements", attrs.get("axis", 0), data.ndim)
+    if idx.ndim != data.ndim or any(s > d for k, (s, d) in enumerate(zip(idx.shape, data.shape))
+                                    if k != a):
+        raise GraphError(f"node {node} (gather_elements): indices {idx.shape} must have the "
+                         f"rank of data {data.shape} and no larger dimension besides axis {a}")
+
+    def body(*i):
+        return data[i[:a] + (_wrap_clamp(idx[i], data.shape[a]),) + i[a + 1:]]
+
+    return te.compute(idx.shape, body, name=node, tag="injective")
+
+
+def _expand_shape(node, in_shape, shape):
+    """numpy's broadcast of the input's shape and `shape` (ONNX Expand's two-way
+    broadcasting), where -1 keeps the input's size (torch's expand)."""
+    shape = tuple(int(s) for s in shape)
+    n = max(len(shape), len(in_shape))
+    full = (1,) * (n - len(in_shape)) + tuple(in_shape)
+    want = (1,) * (n - len(shape)) + shape
+    out = []
+    for d, (s, x) in enumerate(zip(want, full)):
+        if s == -1 and d >= n - len(in_shape):
+            s = x
+        if s < 1 or not (s == x or x == 1 or s == 1):
+            raise GraphError(f"node {node} (expand): cannot broadcast {tuple(in_shape)} to "
+                             f"{shape}")
+        out.append(max(s, x))
+    return tuple(out)
+
+
+def _expand_ref(a, attrs):
+    x = a[0]
+    return np.ascontiguousarray(np.broadcast_to(x, _expand_shape("", x.shape, attrs["shape"])))
+
+
+@graph_op("expand", "injective", attrs=("shape",), ref=_expand_ref)
+def expand(inputs, attrs, node):
+    """np.broadcast_to(x, shape), as a copy."""
+    if len(inputs) != 1:
+        raise GraphError(f"node {node} (expand): takes 1 input, got {len(inputs)}")
+    X = inputs[0]
+    shape = _expand_shape(node, X.shape, attrs.get("shape", ()))
+    off = len(shape) - X.ndim
+    return te.compute(shape, lambda *i: X[tuple(0 if s == 1 else i[off + d]
+                                                for d, s in enumerate(X.shape))],
+                      name=node, tag="injective")
+
+
+def _tile_reps(node, ndim, reps):
+    reps = tuple(int(r) for r in reps)
+    if not reps or any(r < 1 for r in reps):
+        raise GraphError(f"node {node} (tile): reps must be positive ints, got {reps}")
+    return (1,) * (ndim - len(reps)) + reps
+
+
+@graph_op("tile", "injective", attrs=("reps",),
+          ref=lambda a, at: np.tile(a[0], tuple(at["reps"])))
+def tile(inputs, attrs, node):
+    """np.tile(x, reps): reps shorter than x's rank repeat the last axes; longer ones add
+    leading axes."""
+    if len(inputs) != 1:
+        raise GraphError(f"node {node} (tile): takes 1 input, got {len(inputs)}")
+    X = inputs[0]
+    reps = _tile_reps(node, X.ndim, attrs.get("reps", ()))
+    in_shape = (1,) * (len(reps) - X.ndim) + tuple(X.shape)
+    shape = tuple(s * r for s, r in zip(in_shape, reps))
+    off = len(reps) - X.ndim
+
+    def body(*i):
+        return X[tuple(i[off + d] % s if reps[off + d] > 1 else i[off + d]
+                       for d, s in enumerate(X.shape))]
+
+    return te.compute(shape, body, name=node, tag="injective")
