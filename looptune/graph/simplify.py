@@ -8,6 +8,8 @@ and the additions of constants that follow collapse into one bias add:
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .evaluate import fold_constants
@@ -105,12 +107,123 @@ def fold_conv_affine(graph: Graph) -> Graph:
     return g.finish(*[get(v) for v in graph.outputs])
 
 
+def _channels_last_groups(node) -> bool:
+    """Whether a convolution computes channels-last: groups 1, or depthwise (one input
+    channel per group), whose output channel k reads input channel k // multiplier. Other
+    grouped convolutions stay NCHW: vectorized over output channels, their input reads
+    would be gathers."""
+    groups = int(node.attrs.get("groups", 1))
+    return groups == 1 or node.inputs[1].shape[1] == 1
+
+
+_PROBE = np.linspace(-6, 6, 97)
+# y = act(x) as exporters spell it in elementwise nodes (checked by value, whatever the
+# spelling): activation name, attributes, y as a function of x
+_ACTIVATIONS = (
+    ("silu", {}, lambda t: t / (1 + np.exp(-t))),
+    ("gelu", {}, lambda t: 0.5 * t * (1 + np.vectorize(math.erf)(t / math.sqrt(2)))),
+    ("gelu", {"approximate": "tanh"},
+     lambda t: 0.5 * t * (1 + np.tanh(math.sqrt(2 / math.pi) * (t + 0.044715 * t ** 3)))),
+)
+_CONE = 12  # nodes an activation may be spelled with
+
+
+def _cone(y, x, readers, outputs):
+    """The elementwise nodes that make y from x alone, in graph order: every tensor they read
+    is x or made among them (constants are scalars), and nothing else reads what they make
+    (y aside). None where y is not such a function of x."""
+    from .op import get_graph_op
+    nodes, seen, stack = {}, set(), [y]
+    while stack:
+        v = stack.pop()
+        if v is x or id(v) in seen:
+            continue
+        p = v.producer
+        if p is None or len(nodes) >= _CONE or get_graph_op(p.op).kind != "elementwise" \
+                or any(a.is_const and a.data.size != 1 for a in p.inputs):
+            return None
+        seen.add(id(v))
+        nodes[id(p)] = p
+        stack.extend(a for a in p.inputs if not a.is_const)
+    for n in nodes.values():
+        if n.output is not y and (id(n.output) in outputs or any(
+                id(r) not in nodes for r in readers.get(id(n.output), []))):
+            return None
+    return list(nodes.values())
+
+
+def _activation_of(y, readers, outputs, order):
+    """(activation, attributes, x) when y = act(x) for a value x that y's elementwise nodes
+    read at least twice (x * sigmoid(x), x * 0.5 * (1 + erf(x / sqrt(2))), ...), else None."""
+    region, stack = [], [y]
+    while stack and len(region) < _CONE:  # the values upstream of y: candidates for x
+        v = stack.pop()
+        p = v.producer
+        if p is None:
+            continue
+        for a in p.inputs:
+            if not a.is_const and a not in region:
+                region.append(a)
+                stack.append(a)
+    from .op import get_graph_op
+    for x in region:
+        if len(readers.get(id(x), [])) < 2:
+            continue
+        nodes = _cone(y, x, readers, outputs)
+        if not nodes or len(nodes) < 2:
+            continue
+        env = {id(x): _PROBE.astype(np.float32)}
+        for n in sorted(nodes, key=lambda n: order[id(n)]):
+            arrays = [a.data.reshape(()) if a.is_const else env[id(a)] for a in n.inputs]
+            with np.errstate(all="ignore"):
+                env[id(n.output)] = np.asarray(get_graph_op(n.op).ref(arrays, n.attrs),
+                                               dtype=np.float32)
+        for name, attrs, f in _ACTIVATIONS:
+            if np.allclose(env[id(y)], f(_PROBE), rtol=1e-5, atol=1e-5):
+                return name, attrs, x
+    return None
+
+
+def fuse_activations(graph: Graph) -> Graph:
+    """x * sigmoid(x) -> silu(x); x * 0.5 * (1 + erf(x / sqrt(2))) and its tanh form (GPT-2's,
+    with pow(x, 3)) -> gelu(x), however exporters spell them: x is read twice, so no node of
+    the pattern would fuse into the convolution or matmul that makes x, and pow is a libm
+    call per element; one activation fuses as its epilogue."""
+    readers = graph.consumers()
+    outputs = {id(v) for v in graph.outputs}
+    order = {id(n): i for i, n in enumerate(graph.nodes)}
+    from .op import get_graph_op
+    act: dict = {}  # id(node making y) -> (activation, attributes, x)
+    for node in graph.nodes:
+        if get_graph_op(node.op).kind == "elementwise" and len(node.inputs) <= 2:
+            found = _activation_of(node.output, readers, outputs, order)
+            if found is not None:
+                act[id(node)] = found
+    if not act:
+        return graph
+    g = GraphBuilder(graph.name)
+    vmap: dict = {id(v): g.input(v.name, v.shape, v.dtype) for v in graph.inputs}
+
+    def get(v):
+        return v if v.is_const else vmap[id(v)]
+
+    for node in graph.nodes:
+        if id(node) in act:
+            name, attrs, x = act[id(node)]
+            vmap[id(node.output)] = g.op(name, get(x), name=node.name, **attrs)
+        else:  # the pattern's other nodes too: remove_dead drops them
+            vmap[id(node.output)] = g.op(node.op, *[get(v) for v in node.inputs],
+                                         name=node.name, **node.attrs)
+    return remove_dead(g.finish(*[get(v) for v in graph.outputs]))
+
+
 def constant_weight_layouts(graph: Graph) -> Graph:
     """Constant weights in the layouts kernels read best, transposed once at compile time:
     a matmul that reads its weight transposed (a linear layer's (N, K)) reads it as (K, N);
-    a convolution (groups 1) reads its weight as (C, R, S, K) and computes channels-last
-    (conv2d's weight_layout="CRSK"), so that its kernel vectorizes over output channels
-    whatever the image's width or stride: ResNet-18's default build went from 68 to 32 ms."""
+    a convolution (groups 1, or depthwise) reads its weight as (C/groups, R, S, K) and
+    computes channels-last (conv2d's weight_layout="CRSK"), so that its kernel vectorizes
+    over output channels whatever the image's width or stride: ResNet-18's default build
+    went from 68 to 32 ms."""
     g = GraphBuilder(graph.name)
     vmap: dict = {id(v): g.input(v.name, v.shape, v.dtype) for v in graph.inputs}
 
@@ -125,7 +238,7 @@ def constant_weight_layouts(graph: Graph) -> Graph:
             w = w.T if w.ndim == 2 else np.swapaxes(w, -1, -2)
             args[1] = g.const(args[1].name + "_t", np.ascontiguousarray(w))
             attrs.pop("transpose_b")
-        if node.op == "conv2d" and args[1].is_const and attrs.get("groups", 1) == 1 \
+        if node.op == "conv2d" and args[1].is_const and _channels_last_groups(node) \
                 and attrs.get("weight_layout", "KCRS") == "KCRS":
             w = np.ascontiguousarray(np.transpose(args[1].data, (1, 2, 3, 0)))
             args[1] = g.const(args[1].name + "_crsk", w)
@@ -293,14 +406,15 @@ def remove_dead(graph: Graph) -> Graph:
 def prepare(graph: Graph) -> Graph:
     """What every compiled graph goes through before fusion (tuning and compiling alike, so
     that their tasks are the same): constants folded, batch norms in the convolutions,
-    weights in the layouts kernels read best, convolutional activations channels-last,
-    consecutive transposes merged, reshapes moved
-    below elementwise operators."""
+    x * sigmoid(x) as silu (and GELU), weights in the layouts kernels read best, convolutional
+    activations channels-last, consecutive transposes merged, reshapes moved below
+    elementwise operators."""
     if getattr(graph, "prepared", False):
         return graph  # once: tuning and compiling must see the same kernels
     graph = lower_attention(graph)  # attention: batch matmuls around a softmax
     from .layout import channels_last
-    graph = merge_transposes(channels_last(constant_weight_layouts(fold_conv_affine(graph))))
+    graph = fuse_activations(fold_conv_affine(graph))
+    graph = merge_transposes(channels_last(constant_weight_layouts(graph)))
     graph = remove_dead(sink_views(graph))
     graph.prepared = True
     return graph
