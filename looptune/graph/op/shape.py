@@ -148,13 +148,8 @@ def _embedding_ref(a, attrs):
 def embedding(inputs, attrs, node):
     """Rows of a table (first input) picked by integer indices (second input): gather on
     axis 0."""
-    from .gather import _wrap_clamp
-    if len(inputs) != 2:
-        raise GraphError(f"node {node} (embedding): takes a table and indices, got "
-                         f"{len(inputs)} inputs")
-    table, ids = inputs
-    if not ids.dtype.startswith("int"):
-        raise GraphError(f"node {node} (embedding): indices must be integers, got {ids.dtype}")
+    from .gather import _index, _wrap_clamp
+    table, ids = _index(node, "embedding", inputs)
     shape = tuple(ids.shape) + tuple(table.shape[1:])
     k = ids.ndim
 

@@ -24,9 +24,8 @@ def _row(idx: tuple, axis: int, ndim: int, k) -> tuple:
     return idx[:axis] + (k,) + idx[axis:] if ndim > 1 else (k,)
 
 
-def softmax(X, axis: int = -1, name: str = "softmax"):
-    """out = exp(x - max) / sum(exp(x - max)) along `axis`, in three stages: the max, the sum of
-    exponentials, the division (which recomputes exp rather than storing it)."""
+def _max_expsum(X, axis, name: str):
+    """(axis, ndim, max, sum of exp(x - max)) along `axis`: softmax's first two stages."""
     expect_tensor(name, "X", X)
     a, nd = norm_axis(name, X, axis), X.ndim
     stat = _stat_shape(X.shape, a)
@@ -36,6 +35,13 @@ def softmax(X, axis: int = -1, name: str = "softmax"):
     k2 = te.reduce_axis(X.shape[a], "k")
     ex = te.compute(stat, lambda *i: te.sum(te.exp(X[_row(i, a, nd, k2)] - mx[i]), axis=k2),
                     name=name + "_expsum", tag="softmax_expsum")
+    return a, nd, mx, ex
+
+
+def softmax(X, axis: int = -1, name: str = "softmax"):
+    """out = exp(x - max) / sum(exp(x - max)) along `axis`, in three stages: the max, the sum of
+    exponentials, the division (which recomputes exp rather than storing it)."""
+    a, nd, mx, ex = _max_expsum(X, axis, name)
 
     def norm(*i):
         s = _stat_index(i, a, nd)
@@ -47,15 +53,7 @@ def softmax(X, axis: int = -1, name: str = "softmax"):
 def log_softmax(X, axis: int = -1, name: str = "log_softmax"):
     """out = x - max - log(sum(exp(x - max))) along `axis`: the max, the sum of exponentials,
     then the subtraction."""
-    expect_tensor(name, "X", X)
-    a, nd = norm_axis(name, X, axis), X.ndim
-    stat = _stat_shape(X.shape, a)
-    k1 = te.reduce_axis(X.shape[a], "k")
-    mx = te.compute(stat, lambda *i: te.max(X[_row(i, a, nd, k1)], axis=k1),
-                    name=name + "_max", tag="softmax_max")
-    k2 = te.reduce_axis(X.shape[a], "k")
-    ex = te.compute(stat, lambda *i: te.sum(te.exp(X[_row(i, a, nd, k2)] - mx[i]), axis=k2),
-                    name=name + "_expsum", tag="softmax_expsum")
+    a, nd, mx, ex = _max_expsum(X, axis, name)
 
     def norm(*i):
         s = _stat_index(i, a, nd)
