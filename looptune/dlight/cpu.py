@@ -1,10 +1,11 @@
 """The CPU default schedule (one rule: "cpu-default"), a reasonable kernel with zero search:
 
 - Elementwise stages without conditions are inlined into the stage that reads them.
-- A reduction with reuse (matmul, convolution) gets a register tile of 8 accumulators: the
-  spatial loop its accesses follow contiguously split into two vectors of the target's
-  width (four when there is no other long spatial loop) and the last other long spatial
-  loop into 4 rows; the reduction loops go between the tile and the rest (short window
+- A reduction with reuse (matmul, convolution) gets a register tile of 8 accumulators (up
+  to 16 with AVX-512's 32 registers): the spatial loop its accesses follow contiguously
+  split into two vectors of the target's width (four when there is no other long spatial
+  loop) and the last other long spatial loop into 4 rows (with 32 registers up to 8, a
+  divisor of its extent); the reduction loops go between the tile and the rest (short window
   loops unrolled), with the blocks of the vector axis outermost (a weight panel stays in
   cache); the tile accumulates in a buffer of its own and its elementwise epilogue is
   applied while it is written back. Its outer spatial loops run in parallel.
@@ -38,9 +39,10 @@ class CpuDefault(Rule):
 def cpu_schedule(sch, target) -> Schedule:
     lanes = target.vector_lanes_f32
     for name in _block_names(sch):
-        blk = sch.get(sch.get_block(name))
-        if is_elementwise(blk) and not has_select(blk):
-            _try(sch.compute_inline, sch.get_block(name))
+        b = sch.get_block(name)
+        blk = sch.get(b)
+        if is_elementwise(blk) and (not has_select(blk) or _feeds_windows_only(sch, b)):
+            _try(sch.compute_inline, b)
     done: set = set()
     for name in _block_names(sch):
         if name in done:
@@ -49,12 +51,30 @@ def cpu_schedule(sch, target) -> Schedule:
         blk = sch.get(b)
         kinds = loop_kinds(sch, b)
         if "R" in kinds and "O" not in kinds and has_reuse(blk):
-            done |= _tile_reduction(sch, b, kinds, lanes, target.cores)
+            done |= _tile_reduction(sch, b, kinds, target)
         else:
             _parallel_vectorize(sch, b, kinds, lanes)
     from ..tune.postproc.rewrite_layout import RewriteLayout
     RewriteLayout().apply(sch)  # constant weights in the order the tiles read them
     return sch
+
+
+WINDOW = 64  # reduction points of a window-only reduction (depthwise 3x3 to 7x7, pooling)
+
+
+def _feeds_windows_only(sch, b) -> bool:
+    """Whether every reader of b (padding) reduces over a short window only (a depthwise
+    convolution, pooling): inlined there, its condition is one scalar test per vector of
+    channels, cheaper than writing and reading the padded copy of a large image. A long
+    reduction (a dense convolution) tests once per multiply: the copy stays."""
+    readers = sch.get_consumers(b)
+    for c in readers:
+        points = 1
+        for iv in sch.get(c).iter_vars:
+            points *= iv.extent if iv.kind == "R" else 1
+        if points == 1 or points > WINDOW:
+            return False
+    return bool(readers)
 
 
 def _vector_axis(sch, b, spatial: list, lanes: int) -> int:
@@ -86,11 +106,14 @@ def _vector_axis(sch, b, spatial: list, lanes: int) -> int:
     return best
 
 
-def _tile_reduction(sch, b, kinds, lanes: int, cores: int) -> set:
+def _tile_reduction(sch, b, kinds, target) -> set:
+    lanes, cores, registers = target.vector_lanes_f32, target.cores, target.vector_registers
     loops = sch.get_loops(b)
     spatial = [lp for lp, k in zip(loops, kinds) if k == "S"]
     reduce = [lp for lp, k in zip(loops, kinds) if k == "R"]
     v = _vector_axis(sch, b, spatial, lanes)
+    # the weight a whole vector axis reads across the reduction (a convolution's C*R*S*K)
+    weight_bytes = 4 * _prod(sch, reduce) * _extent(sch, spatial[v])
     spatial = spatial[:v] + spatial[v + 1:] + [spatial[v]]  # the vector axis goes innermost
     outer = list(spatial[:-1])
     inner = spatial[-1]
@@ -105,11 +128,14 @@ def _tile_reduction(sch, b, kinds, lanes: int, cores: int) -> set:
     rows = None
     if tall:
         i = tall[-1]
-        ro, rows = sch.split(spatial[i], [None, 4])
+        ro, rows = sch.split(spatial[i], [None, _rows(_extent(sch, spatial[i]), registers)])
         outer[i] = ro
-    if len(outer) > len(spatial) - 1:
+    if len(outer) > len(spatial) - 1 and weight_bytes > target.l2_bytes // 2:
         # blocks of the vector axis outermost: one block's panel of the weight (the reduction
-        # times the vector width) stays in cache while every other tile uses it
+        # times the vector width) stays in cache while every other tile uses it. A weight
+        # that fits in half the L2 stays there anyway: its blocks go innermost, so each
+        # input tile is read once and the output written row by row (a 1x1 convolution of
+        # a large image: 3x faster)
         outer = [outer[-1]] + outer[:-1]
     sch.reorder(*outer, *reduce, *([rows] if rows is not None else []), vec)
     handled = set()
@@ -120,7 +146,8 @@ def _tile_reduction(sch, b, kinds, lanes: int, cores: int) -> set:
             blk = sch.get(c)
             if is_elementwise(blk) and _ok(sch.reverse_compute_at, c, outer[-1]):
                 handled.add(blk.name)
-                _ok(sch.reverse_compute_inline, c)
+                if not _ok(sch.reverse_compute_inline, c):
+                    _vectorize_innermost(sch, c, lanes)  # an epilogue's exp, vectorized
         acc_loops = sch.get_loops(acc)
         if acc_loops:
             _ok(sch.vectorize, acc_loops[-1])
@@ -134,8 +161,29 @@ def _tile_reduction(sch, b, kinds, lanes: int, cores: int) -> set:
         par = outer[0]
         if len(outer) > 1 and _extent(sch, par) < 4 * cores:
             par = _try(sch.fuse, outer[0], outer[1]) or outer[0]
-        _ok(sch.parallel, par)
+        if _worth_parallel(sch, b):
+            _ok(sch.parallel, par)
     return handled
+
+
+def _rows(extent: int, registers: int) -> int:
+    """Rows of the register tile (of two vectors each): 4 with 16 vector registers; with 32
+    (AVX-512), up to 8, a divisor of the loop's extent where one fits (7 for 7x7, 14x14,
+    28x28 and 56x56 images), so that no row is a tail."""
+    if registers < 32:
+        return 4
+    return next((r for r in (8, 7, 6) if extent % r == 0), 4)
+
+
+def _vectorize_innermost(sch, b, lanes: int) -> None:
+    """The block's innermost loop vectorized, split by `lanes` when longer."""
+    loops = sch.get_loops(b)
+    if not loops or _extent(sch, loops[-1]) < lanes:
+        return
+    inner = loops[-1]
+    if _extent(sch, inner) > lanes:
+        inner = sch.split(inner, [None, lanes])[1]
+    _ok(sch.vectorize, inner)
 
 
 def _vectorize_reduction(sch, b, kinds, lanes: int) -> bool:
@@ -158,14 +206,38 @@ def _vectorize_reduction(sch, b, kinds, lanes: int) -> bool:
     return True
 
 
+PARALLEL_MIN_POINTS = 1 << 15  # a smaller block runs serially: waking threads costs more
+
+
+def _worth_parallel(sch, b) -> bool:
+    """Whether the block does enough work (iteration points, reductions included) to share
+    among threads: a squeeze-excite's 1x1 convolutions and global means do not."""
+    points = 1
+    for iv in sch.get(b).iter_vars:
+        points *= iv.extent
+    return points >= PARALLEL_MIN_POINTS
+
+
+PARALLEL_CHUNKS = 32  # iterations a parallel loop needs to share out (batch 1: N is not enough)
+
+
+def _prod(sch, loops) -> int:
+    out = 1
+    for lp in loops:
+        out *= _extent(sch, lp)
+    return out
+
+
 def _parallel_outer(sch, b) -> None:
     """The leading spatial loops of the block, fused, in parallel."""
     lead = []
     for lp, k in zip(sch.get_loops(b), loop_kinds(sch, b)):
-        if k != "S":
-            break
+        if k != "S" or sch.get(lp).kind != "serial":
+            break  # a vectorized loop stays out: fused, the parallel loop would be the batch
+        if lead and _prod(sch, lead) >= PARALLEL_CHUNKS:
+            break  # enough chunks for every core; the rest is each chunk's loop
         lead.append(lp)
-    if lead:
+    if lead and _worth_parallel(sch, b):
         par = _try(sch.fuse, *lead) if len(lead) > 1 else lead[0]
         _ok(sch.parallel, par or lead[0])
 

@@ -1,8 +1,10 @@
 """Fusion: cut a graph into groups of nodes that become one kernel each.
 
 - An elementwise node joins the group that produced one of its inputs, when that group's
-  output is read by this node alone (and is not a graph output): bias adds, activations and
-  residual adds become the epilogue of the matmul or convolution they follow.
+  output is read by this node alone (and is not a graph output) and has the node's shape:
+  bias adds, activations and residual adds become the epilogue of the matmul or convolution
+  they follow. A broadcasting one (squeeze-excite's scale of an image by a (1, 1, 1, C)
+  gate) does not: the group's kernel would compute each of its elements once per pixel.
 - A reduction (softmax, layer_norm, mean) absorbs the group of elementwise nodes that feeds
   it, when it is that group's only reader: its prologue.
 - Anchors (matmul, conv2d, pooling) and injective nodes (transpose, slice, concat) start a
@@ -88,7 +90,7 @@ def fuse(graph: Graph) -> list:
             for v in node.inputs:
                 g = group_of.get(id(v))
                 if g is not None and g.output is v and sole_reader(v, node) \
-                        and g.kinds & set(_EPILOGUE_HOSTS):
+                        and g.kinds & set(_EPILOGUE_HOSTS) and node.output.shape == v.shape:
                     target = g
                     break
         elif kind == "reduction":

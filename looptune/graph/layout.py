@@ -3,8 +3,9 @@
 A convolution with constant weights in (C, R, S, K) (constant_weight_layouts) computes its
 output channels-last anyway, to vectorize over them. In NCHW every such kernel then writes
 its output transposed, and the next one reads its input with a stride of H*W between
-channels. This pass makes the convolutions, the pooling layers and the elementwise layers
-between them (bias, residual add, relu) work on NHWC values: the first convolution reads
+channels. This pass makes the convolutions (depthwise ones too), the pooling layers, concatenations,
+reductions (a squeeze-excite's global mean) and the elementwise layers between them (bias,
+residual add, relu, a broadcast scale) work on NHWC values: the first convolution reads
 the NCHW input and writes NHWC ("NCHW-NHWC"), and a value leaves NHWC (one transpose) only
 where an operator that does not know the layout reads it (flatten, a graph output, ...).
 Constants of elementwise layers are transposed once, at compile time.
@@ -72,6 +73,16 @@ def channels_last(graph: Graph) -> Graph:
             out = g.op(node.op, args[0], name=node.name, **attrs, layout="NHWC")
         elif node.op in REDUCTIONS and args and id(args[0]) in nhwc:
             out = _reduction(g, node, args[0], attrs, nhwc)
+        elif node.op == "transpose" and tuple(attrs["perm"]) == TO_NCHW \
+                and id(args[0]) not in nhwc and not args[0].is_const:
+            # a model's own permute back to NCHW (ConvNeXt's blocks compute channels-last
+            # between two permutes): its input already is the NHWC value; a view names it
+            out = g.op("reshape", args[0], name=node.name, shape=args[0].shape)
+        elif node.op == "concat" and any(id(a) in nhwc for a in args) \
+                and all(len(a.shape) == 4 for a in args):
+            moved = [elementwise_arg(a, 4) for a in args]
+            attrs["axis"] = NHWC_AXIS[attrs.get("axis", 0) % 4]
+            out = g.op(node.op, *moved, name=node.name, **attrs)
         elif kind == "elementwise" and any(id(a) in nhwc for a in args):
             moved = [elementwise_arg(a, 4) for a in args]
             if all(m is not None for m in moved):

@@ -16,6 +16,7 @@ from ..dlight import default_schedule
 from ..target import Target
 from ..tir.func import PrimFunc
 from ..tune.database.base import Database, TuningRecord, rank
+from . import kernel_cache
 from .fuse import fuse
 from .ir import Graph
 from .memory import MemoryPlan, plan_memory
@@ -74,24 +75,31 @@ def plan_model(graph: Graph, database: Database | None, target: Target, *,
     tasks = tasks_of_groups(groups)
     backend = Backend.for_target(target)
     kernels, defaults = {}, []
-    for task in tasks:
-        best = best_record(task, database, target)
-        mod = None
-        if best is None or not best.baseline:
-            mod = tuned_kernel(task, database, target, check=check, num_threads=num_threads)
-        if mod is not None:
-            kernels[id(task)] = Kernel(task, mod.schedule.func, mod.artifact, mod.record, mod,
-                                       **_choice(mod.record, database, task, target))
-        else:  # untuned, or its default schedule measured fastest: compiled as untuned
+    # the untuned kernels compile side by side (each compile is its own process), each as
+    # soon as it is rendered; one cached from an earlier run is read back (kernel_cache.py)
+    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+        for task in tasks:
+            best = best_record(task, database, target)
+            mod = None
+            if best is None or not best.baseline:
+                mod = tuned_kernel(task, database, target, check=check, num_threads=num_threads)
+            if mod is not None:
+                kernels[id(task)] = Kernel(task, mod.schedule.func, mod.artifact, mod.record, mod,
+                                           **_choice(mod.record, database, task, target))
+                continue
+            # untuned, or its default schedule measured fastest: compiled as untuned
             info = {} if best is None or not best.baseline else \
                 {"record": best, **_choice(best, database, task, target)}
-            defaults.append((task, backend.generate(default_schedule(task.func, target),
-                                                    name=task.task_name), info))
-    # the default kernels compile side by side (each compile is its own process)
-    with ThreadPoolExecutor(max_workers=max(1, min(len(defaults), os.cpu_count() or 1))) as pool:
-        artifacts = list(pool.map(lambda d: backend.compile(d[1]), defaults))
-    for (task, source, info), artifact in zip(defaults, artifacts):
-        kernels[id(task)] = Kernel(task, source.func, artifact, **info)
+            if target.kind == "cpu" and (hit := kernel_cache.load(task, target)) is not None:
+                kernels[id(task)] = Kernel(task, *hit, **info)
+            else:
+                source = backend.generate(default_schedule(task.func, target),
+                                          name=task.task_name)
+                defaults.append((task, source, info, pool.submit(backend.compile, source)))
+    for task, source, info, artifact in defaults:
+        kernels[id(task)] = Kernel(task, source.func, artifact.result(), **info)
+        if target.kind == "cpu":
+            kernel_cache.store(task, target, source.func, kernels[id(task)].artifact)
     ordered = [kernels[id(t)] for t in tasks]
     by_group = {id(g): k.func for k in ordered for g in k.task.groups}
     memory = plan_memory(graph, groups, by_group)

@@ -8,6 +8,8 @@ and the additions of constants that follow collapse into one bias add:
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .evaluate import fold_constants
@@ -105,12 +107,86 @@ def fold_conv_affine(graph: Graph) -> Graph:
     return g.finish(*[get(v) for v in graph.outputs])
 
 
+def _channels_last_groups(node) -> bool:
+    """Whether a convolution computes channels-last: groups 1, or depthwise (one input
+    channel per group), whose output channel k reads input channel k // multiplier. Other
+    grouped convolutions stay NCHW: vectorized over output channels, their input reads
+    would be gathers."""
+    groups = int(node.attrs.get("groups", 1))
+    return groups == 1 or node.inputs[1].shape[1] == 1
+
+
+_PROBE = np.linspace(-6, 6, 97)
+# x * f(x) -> act(x), f as exporters spell it (checked by value, whatever the spelling)
+_GATES = {"silu": lambda t: 1 / (1 + np.exp(-t)),
+          "gelu": lambda t: 0.5 * (1 + np.vectorize(math.erf)(t / math.sqrt(2)))}
+
+
+def _gate_of(x, m, readers, outputs) -> str | None:
+    """The activation whose gate f makes m = f(x), when m comes from x through a short chain
+    of elementwise nodes, each with one tensor input and no other reader."""
+    from .op import get_graph_op
+    chain, v = [], m
+    while v is not x:
+        p = v.producer
+        if p is None or len(chain) >= 6 or get_graph_op(p.op).kind != "elementwise" \
+                or len(readers.get(id(v), [])) != 1 or id(v) in outputs:
+            return None
+        tensors = [a for a in p.inputs if not a.is_const]
+        if len(tensors) != 1 or any(a.is_const and a.data.size != 1 for a in p.inputs):
+            return None
+        chain.append(p)
+        v = tensors[0]
+    if not chain:
+        return None
+    t = _PROBE.astype(np.float32)
+    for p in reversed(chain):
+        arrays = [t if not a.is_const else a.data.reshape(()) for a in p.inputs]
+        t = np.asarray(get_graph_op(p.op).ref(arrays, p.attrs), dtype=np.float32)
+    return next((name for name, f in _GATES.items()
+                 if np.allclose(t, f(_PROBE), rtol=1e-5, atol=1e-6)), None)
+
+
+def fuse_activations(graph: Graph) -> Graph:
+    """x * sigmoid(x) -> silu(x), x * 0.5 * (1 + erf(x / sqrt(2))) -> gelu(x), as exporters
+    spell them: x is read twice, so no node of the pattern would fuse into the convolution or
+    matmul that makes x; one activation fuses as its epilogue."""
+    readers = graph.consumers()
+    outputs = {id(v) for v in graph.outputs}
+    act: dict = {}  # id(mul node) -> (activation, x)
+    for node in graph.nodes:
+        if node.op != "mul" or len(node.inputs) != 2 or node.attrs:
+            continue
+        for x, m in (node.inputs, node.inputs[::-1]):
+            name = None if x.is_const else _gate_of(x, m, readers, outputs)
+            if name is not None:
+                act[id(node)] = (name, x)
+                break
+    if not act:
+        return graph
+    g = GraphBuilder(graph.name)
+    vmap: dict = {id(v): g.input(v.name, v.shape, v.dtype) for v in graph.inputs}
+
+    def get(v):
+        return v if v.is_const else vmap[id(v)]
+
+    for node in graph.nodes:
+        if id(node) in act:
+            name, x = act[id(node)]
+            vmap[id(node.output)] = g.op(name, get(x), name=node.name)
+        else:  # the gate's nodes too: remove_dead drops them
+            vmap[id(node.output)] = g.op(node.op, *[get(v) for v in node.inputs],
+                                         name=node.name, **node.attrs)
+    return remove_dead(g.finish(*[get(v) for v in graph.outputs]))
+
+
 def constant_weight_layouts(graph: Graph) -> Graph:
     """Constant weights in the layouts kernels read best, transposed once at compile time:
     a matmul that reads its weight transposed (a linear layer's (N, K)) reads it as (K, N);
-    a convolution (groups 1) reads its weight as (C, R, S, K) and computes channels-last
-    (conv2d's weight_layout="CRSK"), so that its kernel vectorizes over output channels
-    whatever the image's width or stride: ResNet-18's default build went from 68 to 32 ms."""
+    a convolution (groups 1, or depthwise) reads its weight as (C/groups, R, S, K) and
+    computes channels-last (conv2d's weight_layout="CRSK"), so that its kernel vectorizes
+    over output channels whatever the image's width or stride: ResNet-18's default build
+    went from 68 to 32 ms."""
     g = GraphBuilder(graph.name)
     vmap: dict = {id(v): g.input(v.name, v.shape, v.dtype) for v in graph.inputs}
 
@@ -125,7 +201,7 @@ def constant_weight_layouts(graph: Graph) -> Graph:
             w = w.T if w.ndim == 2 else np.swapaxes(w, -1, -2)
             args[1] = g.const(args[1].name + "_t", np.ascontiguousarray(w))
             attrs.pop("transpose_b")
-        if node.op == "conv2d" and args[1].is_const and attrs.get("groups", 1) == 1 \
+        if node.op == "conv2d" and args[1].is_const and _channels_last_groups(node) \
                 and attrs.get("weight_layout", "KCRS") == "KCRS":
             w = np.ascontiguousarray(np.transpose(args[1].data, (1, 2, 3, 0)))
             args[1] = g.const(args[1].name + "_crsk", w)
@@ -291,14 +367,15 @@ def remove_dead(graph: Graph) -> Graph:
 def prepare(graph: Graph) -> Graph:
     """What every compiled graph goes through before fusion (tuning and compiling alike, so
     that their tasks are the same): constants folded, batch norms in the convolutions,
-    weights in the layouts kernels read best, convolutional activations channels-last,
-    consecutive transposes merged, reshapes moved
-    below elementwise operators."""
+    x * sigmoid(x) as silu (and GELU), weights in the layouts kernels read best, convolutional
+    activations channels-last, consecutive transposes merged, reshapes moved below
+    elementwise operators."""
     if getattr(graph, "prepared", False):
         return graph  # once: tuning and compiling must see the same kernels
     graph = lower_attention(graph)  # attention: batch matmuls around a softmax
     from .layout import channels_last
-    graph = merge_transposes(channels_last(constant_weight_layouts(fold_conv_affine(graph))))
+    graph = fuse_activations(fold_conv_affine(graph))
+    graph = merge_transposes(channels_last(constant_weight_layouts(graph)))
     graph = remove_dead(sink_views(graph))
     graph.prepared = True
     return graph

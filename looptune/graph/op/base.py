@@ -50,6 +50,15 @@ class GraphOp:
 
     def infer(self, types: list, attrs: dict, node: str) -> TensorType:
         self.check_attrs(attrs, node)
+        key = (self.name, tuple(types), tuple(sorted(attrs.items())))
+        known = _INFERRED.get(key)
+        if known is None:
+            if len(_INFERRED) > 100_000:
+                _INFERRED.clear()
+            known = _INFERRED[key] = self._infer(types, attrs, node)
+        return known
+
+    def _infer(self, types: list, attrs: dict, node: str) -> TensorType:
         placeholders = [te.placeholder(t.shape, name=f"in{i}", dtype=t.dtype)
                         for i, t in enumerate(types)]
         try:
@@ -63,6 +72,9 @@ class GraphOp:
 
 
 GRAPH_OPS = Registry("operator", error=GraphError)
+# (op, input types, attributes) -> output type: every graph rewrite of prepare() rebuilds
+# the graph, and building the tensor expression for each node each time cost seconds a model
+_INFERRED: dict = {}
 
 
 def register_graph_op(op: GraphOp) -> GraphOp:

@@ -100,7 +100,7 @@ def _conv_ref_nchw(x, w, attrs):
 def conv2d(inputs, attrs, node):
     """NCHW input, (K, C/groups, R, S) weight, as PyTorch; groups == C is depthwise.
 
-    weight_layout="CRSK" (groups 1) takes the weight as (C, R, S, K) and computes the output
+    weight_layout="CRSK" takes the weight as (C/groups, R, S, K) and computes the output
     channels-last, (N, H, W, K), then writes it back as NCHW: output channels are contiguous
     in the weight and in the accumulators, so a kernel can vectorize over them where the
     image is too narrow (7x7, 14x14) or strided to vectorize over its columns. prepare()
@@ -114,15 +114,15 @@ def conv2d(inputs, attrs, node):
     stride, padding, dilation, groups = _conv_attrs(attrs)
     layout = attrs.get("weight_layout", "KCRS")
     data_layout = attrs.get("layout", "NCHW")
-    if layout not in ("KCRS", "CRSK") or (layout == "CRSK" and groups != 1):
-        raise GraphError(f"node {node} (conv2d): weight_layout must be KCRS, or CRSK with "
-                         f"groups=1; got {layout!r} with groups={groups}")
+    if layout not in ("KCRS", "CRSK"):
+        raise GraphError(f"node {node} (conv2d): weight_layout must be KCRS or CRSK, got "
+                         f"{layout!r}")
     if data_layout not in CONV_LAYOUTS or (data_layout != "NCHW" and layout != "CRSK"):
         raise GraphError(f"node {node} (conv2d): layout must be one of {CONV_LAYOUTS}, and "
                          f"anything but NCHW needs weight_layout CRSK; got {data_layout!r} "
                          f"with {layout}")
     if layout == "CRSK":
-        return _conv_channels_last(X, W, stride, padding, dilation, node, data_layout)
+        return _conv_channels_last(X, W, stride, padding, dilation, groups, node, data_layout)
     if X.ndim != 4 or W.ndim != 4:
         raise GraphError(f"node {node} (conv2d): needs a 4-D input (N, C, H, W) and weight "
                          f"(K, C/groups, R, S), got {X.shape} and {W.shape}")
@@ -157,32 +157,51 @@ def conv2d(inputs, attrs, node):
         name=node, tag="group_conv2d_nchw")
 
 
-def _conv_channels_last(X, W, stride, padding, dilation, node, layout):
+def _conv_channels_last(X, W, stride, padding, dilation, groups, node, layout):
+    """The convolution computed channels-last from a (C/groups, R, S, K) weight: output
+    channel k reads input channels (k // (K/groups)) * C/groups + rc, so a depthwise one
+    (C/groups = 1) reads its own channel and vectorizes over channels like any other."""
     from ...te.ops._common import pair, window_out
     (sh, sw), (ph, pw), (dh, dw) = (pair(node, "stride", stride, 1),
                                     pair(node, "padding", padding, 0),
                                     pair(node, "dilation", dilation, 1))
     h = 1 if layout == "NHWC" else 2  # the input's height axis
     c = 3 if layout == "NHWC" else 1
-    if X.ndim != 4 or W.ndim != 4 or W.shape[0] != X.shape[c]:
-        raise GraphError(f"node {node} (conv2d): a CRSK weight must be (C, R, S, K) with C = "
-                         f"{X.shape[c] if X.ndim == 4 else '?'} input channels, got {W.shape}")
-    C, Rk, Sk, K = W.shape
+    C = X.shape[c] if X.ndim == 4 else None
+    if X.ndim != 4 or W.ndim != 4 or groups < 1 or C % groups or W.shape[3] % groups \
+            or W.shape[0] * groups != C:
+        raise GraphError(f"node {node} (conv2d): a CRSK weight must be (C/groups, R, S, K) with "
+                         f"C = {C if C is not None else '?'} input channels and groups={groups} "
+                         f"dividing C and K, got {W.shape}")
+    cg, Rk, Sk, K = W.shape
+    kg = K // groups
     OH = window_out(node, X.shape[h], Rk, sh, ph, dh, "height")
     OW = window_out(node, X.shape[h + 1], Sk, sw, pw, dw, "width")
-    rc, rr, rs = te.reduce_axis(C, "rc"), te.reduce_axis(Rk, "rr"), te.reduce_axis(Sk, "rs")
+    rr, rs = te.reduce_axis(Rk, "rr"), te.reduce_axis(Sk, "rs")
+    rc = te.reduce_axis(cg, "rc") if cg > 1 else None
+    axes = [rc, rr, rs] if rc is not None else [rr, rs]
+
+    def channel(k):  # the input channel output channel k reads
+        if groups == 1:
+            return 0 if rc is None else rc
+        group = k if kg == 1 else k // kg
+        return group if rc is None else group * cg + rc
+
+    def weight(k):
+        return W[0 if rc is None else rc, rr, rs, k]
+
     if layout == "NHWC":
         P = ops.pad(X, (0, ph, pw, 0), name="pad") if ph or pw else X
         return te.compute(
             (X.shape[0], OH, OW, K),
-            lambda n, y, x, k: te.sum(P[n, y * sh + rr * dh, x * sw + rs * dw, rc]
-                                      * W[rc, rr, rs, k], axis=[rc, rr, rs]),
+            lambda n, y, x, k: te.sum(P[n, y * sh + rr * dh, x * sw + rs * dw, channel(k)]
+                                      * weight(k), axis=axes),
             name=node, tag="conv2d_nhwc")
     P = ops.pad(X, (0, 0, ph, pw), name="pad") if ph or pw else X
     nhwc = te.compute(
         (X.shape[0], OH, OW, K),
-        lambda n, y, x, k: te.sum(P[n, rc, y * sh + rr * dh, x * sw + rs * dw]
-                                  * W[rc, rr, rs, k], axis=[rc, rr, rs]),
+        lambda n, y, x, k: te.sum(P[n, channel(k), y * sh + rr * dh, x * sw + rs * dw]
+                                  * weight(k), axis=axes),
         name=node + "_nhwc" if layout == "NCHW" else node, tag="conv2d_nhwc")
     if layout == "NCHW-NHWC":
         return nhwc

@@ -87,11 +87,17 @@ def concat(inputs, attrs, node):
         total += t.shape[axis]
     shape = tuple(total if d == axis else s for d, s in enumerate(inputs[0].shape))
 
+    # every offset a multiple of `unit`: which input an element comes from is decided by
+    # i // unit, which stays one value across a vector of the axis once split (channels-last
+    # concatenations of 32-channel blocks copy whole vectors instead of lane by lane)
+    unit = int(np.gcd.reduce([t.shape[axis] for t in inputs]))
+
     def body(*i):
         out = None  # the first input, then each later one from its offset on
         for t, off in zip(inputs, offsets):
             val = t[tuple(i[d] - off if d == axis else i[d] for d in range(nd))]
-            out = val if out is None else te.if_then_else(i[axis] >= off, val, out)
+            cond = i[axis] // unit >= off // unit if unit > 1 else i[axis] >= off
+            out = val if out is None else te.if_then_else(cond, val, out)
         return out
 
     return te.compute(shape, body, name=node, tag="injective")
