@@ -75,7 +75,7 @@ def plan_model(graph: Graph, database: Database | None, target: Target, *,
     tasks = tasks_of_groups(groups)
     backend = Backend.for_target(target)
     kernels, defaults = {}, []
-    # the untuned kernels compile side by side (each compile is its own process), each as
+    # the default kernels compile side by side (each compile is its own process), each as
     # soon as it is rendered; one cached from an earlier run is read back (kernel_cache.py)
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
         for task in tasks:
@@ -84,13 +84,14 @@ def plan_model(graph: Graph, database: Database | None, target: Target, *,
             if best is None or not best.baseline:
                 mod = tuned_kernel(task, database, target, check=check, num_threads=num_threads)
             if mod is not None:
-                kernels[id(task)] = Kernel(task, mod.schedule.func, mod.artifact, mod.record, mod,
-                                           **_choice(mod.record, database, task, target))
+                kernels[id(task)] = Kernel(task, mod.schedule.func, mod.artifact, mod.record,
+                                           mod, **_choice(mod.record, database, task, target))
                 continue
             # untuned, or its default schedule measured fastest: compiled as untuned
             info = {} if best is None or not best.baseline else \
                 {"record": best, **_choice(best, database, task, target)}
-            if target.kind == "cpu" and (hit := kernel_cache.load(task, target)) is not None:
+            hit = kernel_cache.load(task, target) if target.kind == "cpu" else None
+            if hit is not None:
                 kernels[id(task)] = Kernel(task, *hit, **info)
             else:
                 source = backend.generate(default_schedule(task.func, target),
