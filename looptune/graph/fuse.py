@@ -7,8 +7,14 @@
   gate) does not: the group's kernel would compute each of its elements once per pixel.
 - A reduction (softmax, layer_norm, mean) absorbs the group of elementwise nodes that feeds
   it, when it is that group's only reader: its prologue.
+- An elementwise node that closes a diamond joins too: where(isnan(p), 0, p) after a
+  softmax reads p twice, but every reader of p is in the group or this node.
+- A matmul or batch_matmul absorbs the transposes, slices and views that alone feed its
+  operands (attention's head split, a fused qkv projection's split): its kernel reads the
+  operand through them (dlight inlines them into the matmul's loads) instead of a copy.
 - Anchors (matmul, conv2d, pooling) and injective nodes (transpose, slice, concat) start a
-  group of their own. Views (reshape) make no kernel: the executor passes the same bytes on.
+  group of their own otherwise. Views (reshape) make no kernel: the executor passes the same
+  bytes on.
 
 Each group becomes a PrimFunc named by the operators it holds (`fused_matmul_add_relu`),
 with the group's external inputs as parameters in order of first use: weights are
@@ -24,6 +30,8 @@ from .ir import Graph, Value
 from .op import get_graph_op
 
 _EPILOGUE_HOSTS = ("anchor", "reduction", "elementwise", "injective")
+_PROLOGUE_ANCHORS = ("matmul", "batch_matmul")
+_OPERAND_MOVES = ("transpose", "slice", "reshape")
 
 
 @dataclass
@@ -75,11 +83,44 @@ def fuse(graph: Graph) -> list:
     consumers = graph.consumers()
     outputs = {id(v) for v in graph.outputs}
     group_of: dict = {}   # id(node output) -> FusedGroup
+    order = {n: i for i, n in enumerate(graph.nodes)}
     groups: list = []
 
     def sole_reader(v: Value, node) -> bool:
         readers = consumers.get(id(v), [])
         return len(readers) == 1 and readers[0] is node and id(v) not in outputs
+
+    def opens_diamond(v: Value, node) -> bool:
+        """v's other readers are elementwise nodes of v and node's output alone, which join
+        the group right after node (where(isnan(p), 0, p)): p is not needed outside it."""
+        others = [r for r in consumers.get(id(v), []) if r is not node]
+        if id(v) in outputs or len(others) != 1:
+            return False
+        r = others[0]
+        return get_graph_op(r.op).kind == "elementwise" and r.output.shape == v.shape \
+            and sole_reader(node.output, r) \
+            and all(a.is_const or a is v or a is node.output for a in r.inputs)
+
+    def operand_chain(v: Value, node):
+        """The groups and views that feed v only to `node`: transposes, slices and views
+        back to another kernel's output; None when v is not such a chain's end."""
+        path = []  # from node upwards
+        while v.producer is not None and sole_reader(v, path[-1] if path else node) \
+                and v.producer.op in _OPERAND_MOVES:
+            g = group_of.get(id(v))
+            if g is not None:  # a copy kernel of its own: a chain of transposes / slices
+                if g.output is not v or any(n.op not in _OPERAND_MOVES for n in g.nodes) \
+                        or any(b.inputs[0] is not a.output or len(consumers[id(a.output)]) != 1
+                               for a, b in zip(g.nodes, g.nodes[1:])):
+                    break
+                path.extend(reversed(g.nodes))
+            else:
+                path.append(v.producer)
+            v = path[-1].inputs[0]
+        found = path[::-1]
+        while found and id(found[0].output) not in group_of:
+            found.pop(0)  # views above the first copy: the kernel reads their source
+        return found or None
 
     for node in graph.nodes:
         kind = get_graph_op(node.op).kind
@@ -89,8 +130,9 @@ def fuse(graph: Graph) -> list:
         if kind == "elementwise":
             for v in node.inputs:
                 g = group_of.get(id(v))
-                if g is not None and g.output is v and sole_reader(v, node) \
-                        and g.kinds & set(_EPILOGUE_HOSTS) and node.output.shape == v.shape:
+                if g is not None and g.output is v and g.kinds & set(_EPILOGUE_HOSTS) \
+                        and node.output.shape == v.shape \
+                        and (sole_reader(v, node) or opens_diamond(v, node)):
                     target = g
                     break
         elif kind == "reduction":
@@ -100,6 +142,19 @@ def fuse(graph: Graph) -> list:
                         and g.kinds == {"elementwise"}:
                     target = g  # the elementwise producer becomes this reduction's prologue
                     break
+        elif node.op in _PROLOGUE_ANCHORS:
+            prologue = []
+            for v in node.inputs:
+                prologue += operand_chain(v, node) or []
+            if prologue:
+                absorbed = {id(group_of[id(n.output)]) for n in prologue
+                            if id(n.output) in group_of}
+                for g in [g for g in groups if id(g) in absorbed]:
+                    groups.remove(g)
+                target = FusedGroup(sorted(prologue, key=order.__getitem__), {"injective"})
+                groups.append(target)
+                for n in prologue:
+                    group_of[id(n.output)] = target
         if target is None:
             target = FusedGroup()
             groups.append(target)

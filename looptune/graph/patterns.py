@@ -1,0 +1,267 @@
+"""Transformer patterns recognized by value before fusion (prepare() runs them), whatever
+names or spelling the exporter chose:
+
+- `scale_after_matmul`: scalar factors on a matmul's operands (attention's q and k scaled by
+  d**-0.25 each, through the head-split transposes) move after it, where they are the
+  matmul's epilogue:  bmm(T(a * s), T'(b * t)) -> bmm(T(a), T'(b)) * (s * t).
+- `recognize_activations`: an elementwise region computing gelu (erf or tanh) or silu of
+  one tensor -> that activation, which fuses into the matmul before it.
+- `recognize_rms_norm`: x * 1/sqrt(mean(x * x) + eps) [* w] -> rms_norm(x, w, eps).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .ir import Graph, GraphBuilder, Value
+from .op import get_graph_op
+
+_MOVES = ("transpose", "reshape", "slice")
+
+
+def _scalar_factor(node) -> float | None:
+    """s when node computes x * s for one tensor x and a number s (attribute or a constant
+    of one element)."""
+    if node.op != "mul":
+        return None
+    if "scalar" in node.attrs and len(node.inputs) == 1:
+        return float(node.attrs["scalar"])
+    if len(node.inputs) == 2 and not node.attrs:
+        a, b = node.inputs
+        c, x = (a, b) if a.is_const else (b, a)
+        if c.is_const and not x.is_const and c.data.size == 1 and node.output.shape == x.shape:
+            return float(c.data.reshape(()))
+    return None
+
+
+def scale_after_matmul(graph: Graph) -> Graph:
+    readers = graph.consumers()
+    outputs = {id(v) for v in graph.outputs}
+    dropped: dict = {}   # id(mul node) -> its tensor input
+    factor: dict = {}    # id(matmul node) -> the product of its operands' factors
+    for node in graph.nodes:
+        if node.op not in ("matmul", "batch_matmul"):
+            continue
+        s = 1.0
+        for v in node.inputs:
+            last = node
+            while v.producer is not None and id(v) not in outputs \
+                    and [id(r) for r in readers.get(id(v), [])] == [id(last)]:
+                p = v.producer
+                f = _scalar_factor(p)
+                if f is not None:
+                    s *= f
+                    dropped[id(p)] = next(a for a in p.inputs if not a.is_const)
+                elif p.op not in _MOVES:
+                    break
+                last, v = p, next(a for a in p.inputs if not a.is_const)
+        if s != 1.0:
+            factor[id(node)] = s
+    if not dropped:
+        return graph
+
+    def replace(node, args, g):
+        if id(node) in dropped:
+            return next(a for a, v in zip(args, node.inputs) if not v.is_const)
+        if id(node) in factor:
+            y = g.op(node.op, *args, name=node.name, **node.attrs)
+            return g.op("mul", y, name=node.name + "_scale", scalar=factor[id(node)])
+        return None
+
+    return _rebuild(graph, replace, {})
+
+
+# ------------------------------------------------------------------ activations by value
+_PROBE = np.linspace(-6, 6, 97)
+_ACTIVATIONS = {  # name, attrs -> f(t)
+    ("gelu", ()): lambda t: 0.5 * t * (1 + np.vectorize(math.erf)(t / math.sqrt(2))),
+    ("gelu", (("approximate", "tanh"),)): lambda t: 0.5 * t * (
+        1 + np.tanh(math.sqrt(2 / math.pi) * (t + 0.044715 * t ** 3))),
+    ("silu", ()): lambda t: t / (1 + np.exp(-t)),
+}
+_MAX_REGION = 12
+
+
+def _region(y_node, x: Value, readers, outputs):
+    """The nodes between x and y_node (y_node included) when every one is elementwise, reads
+    only x, numbers and the region's values, and no value but y's leaves the region; None
+    otherwise."""
+    region, stack = {}, [y_node]
+    while stack:
+        n = stack.pop()
+        if id(n) in region:
+            continue
+        if get_graph_op(n.op).kind != "elementwise" or len(region) >= _MAX_REGION:
+            return None
+        region[id(n)] = n
+        for a in n.inputs:
+            if a is x or (a.is_const and a.data.size == 1):
+                continue
+            if a.is_const or a.producer is None:
+                return None
+            stack.append(a.producer)
+    for n in region.values():
+        if n is y_node:
+            continue
+        if id(n.output) in outputs or any(id(r) not in region
+                                          for r in readers.get(id(n.output), [])):
+            return None
+    return region
+
+
+def _probe(region, order, x: Value, y_node):
+    env = {id(x): _PROBE.astype(np.float32)}
+    for n in sorted(region.values(), key=order.__getitem__):
+        arrays = [env[id(a)] if not a.is_const else a.data.reshape(()) for a in n.inputs]
+        with np.errstate(all="ignore"):
+            env[id(n.output)] = np.asarray(get_graph_op(n.op).ref(arrays, n.attrs),
+                                           dtype=np.float32)
+    return env[id(y_node.output)]
+
+
+def recognize_activations(graph: Graph) -> Graph:
+    readers = graph.consumers()
+    outputs = {id(v) for v in graph.outputs}
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    found: dict = {}  # id(node) -> (op, attrs, x)
+    for node in graph.nodes:
+        if node.op != "mul":
+            continue
+        # x: a tensor the region's first nodes read, tried nearest the top first
+        candidates, seen, stack = [], set(), [node]
+        while stack and len(seen) < _MAX_REGION:
+            n = stack.pop()
+            if id(n) in seen or get_graph_op(n.op).kind != "elementwise":
+                continue
+            seen.add(id(n))
+            for a in n.inputs:
+                if not a.is_const and a.shape == node.output.shape:
+                    candidates.append(a)
+                if a.producer is not None:
+                    stack.append(a.producer)
+        for x in dict.fromkeys(candidates):
+            region = _region(node, x, readers, outputs)
+            if region is None or len(region) < 2:
+                continue
+            t = _probe(region, order, x, node)
+            match = next((k for k, f in _ACTIVATIONS.items()
+                          if np.allclose(t, f(_PROBE), rtol=1e-5, atol=1e-6)), None)
+            if match is not None:
+                found[id(node)] = (match[0], dict(match[1]), x)
+                break
+    if not found:
+        return graph
+
+    new_of: dict = {}
+
+    def replace(node, args, g):  # the region's inner nodes are copied, then dropped as dead
+        if id(node) not in found:
+            return None
+        op, attrs, x = found[id(node)]
+        return g.op(op, new_of[id(x)], name=node.name, **attrs)
+
+    return _rebuild(graph, replace, new_of)
+
+
+def _rebuild(graph: Graph, replace, new_of: dict) -> Graph:
+    """The graph rebuilt node by node: replace(node, new args, builder) gives a node's new
+    output value, or None to copy the node; new_of (id(old value) -> new) fills as it goes."""
+    g = GraphBuilder(graph.name)
+    for v in graph.inputs:
+        new_of[id(v)] = g.input(v.name, v.shape, v.dtype)
+
+    def get(v):
+        return v if v.is_const else new_of[id(v)]
+
+    for node in graph.nodes:
+        args = [get(v) for v in node.inputs]
+        out = replace(node, args, g)
+        new_of[id(node.output)] = out if out is not None else \
+            g.op(node.op, *args, name=node.name, **node.attrs)
+    from .simplify import remove_dead
+    return remove_dead(g.finish(*[get(v) for v in graph.outputs]))
+
+
+# ------------------------------------------------------------------ RMSNorm
+def _through(v: Value, *ops):
+    p = v.producer
+    return p if p is not None and p.op in ops else None
+
+
+def _rms_of(r: Value, x: Value):
+    """eps when r = 1 / sqrt(mean(x * x, last axis, keepdims) + eps) (or rsqrt, or
+    pow(., -0.5), or div(1, .)); None otherwise."""
+    p = r.producer
+    if p is None:
+        return None
+    if p.op == "reciprocal" or (p.op == "div" and p.attrs.get("reverse")
+                                and p.attrs.get("scalar") == 1.0):
+        q = _through(p.inputs[0], "sqrt")
+    elif p.op == "rsqrt":
+        q = p
+    else:
+        return None
+    if q is None:
+        return None
+    add = _through(q.inputs[0], "add")
+    if add is None or "scalar" not in add.attrs:
+        return None
+    mean = _through(add.inputs[0], "mean")
+    if mean is None or not mean.attrs.get("keepdims"):
+        return None
+    axes = mean.attrs.get("axis")
+    axes = (axes,) if isinstance(axes, int) else tuple(axes or ())
+    if [a % len(x.shape) for a in axes] != [len(x.shape) - 1]:
+        return None
+    sq = mean.inputs[0].producer
+    if sq is None or not ((sq.op == "mul" and len(sq.inputs) == 2 and sq.inputs[0] is x
+                           and sq.inputs[1] is x)
+                          or (sq.op == "pow" and sq.inputs[0] is x
+                              and sq.attrs.get("scalar") == 2.0)):
+        return None
+    return float(add.attrs["scalar"])
+
+
+def recognize_rms_norm(graph: Graph) -> Graph:
+    readers = graph.consumers()
+    outputs = {id(v) for v in graph.outputs}
+    found: dict = {}   # id(final node) -> (x, gamma or None, eps)
+    for node in graph.nodes:
+        if node.op != "mul" or len(node.inputs) != 2 or node.attrs:
+            continue
+        for x, r in (node.inputs, node.inputs[::-1]):
+            eps = None if x.is_const else _rms_of(r, x)
+            if eps is None:
+                continue
+            end, gamma = node, None
+            users = readers.get(id(node.output), [])
+            if len(users) == 1 and id(node.output) not in outputs and users[0].op == "mul" \
+                    and not users[0].attrs and len(users[0].inputs) == 2:
+                w = next((a for a in users[0].inputs if a is not node.output), None)
+                if w is not None and w.is_const and w.data.size == x.shape[-1] \
+                        and users[0].output.shape == x.shape:
+                    end, gamma = users[0], w
+            found[id(end)] = (x, gamma, eps)
+            break
+    if not found:
+        return graph
+    new_of: dict = {}
+
+    def replace(node, args, g):
+        if id(node) not in found:
+            return None
+        x, gamma, eps = found[id(node)]
+        ins = [new_of[id(x)]]
+        if gamma is not None:
+            ins.append(g.const(gamma.name + "_w", gamma.data.reshape(-1).astype(np.float32)))
+        return g.op("rms_norm", *ins, name=node.name, eps=eps)
+
+    return _rebuild(graph, replace, new_of)
+
+
+def rewrite_patterns(graph: Graph) -> Graph:
+    """Every pattern of this module, in order."""
+    graph = recognize_rms_norm(graph)
+    graph = recognize_activations(graph)
+    return scale_after_matmul(graph)
