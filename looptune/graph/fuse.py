@@ -12,6 +12,9 @@
 - A matmul or batch_matmul absorbs the transposes, slices and views that alone feed its
   operands (attention's head split, a fused qkv projection's split): its kernel reads the
   operand through them (dlight inlines them into the matmul's loads) instead of a copy.
+  Not a B operand whose rows would not be contiguous (k^T of keys stored (L, D)): the
+  copy, vectorizable, is cheaper than gathering every vector. Consecutive copies (a
+  transpose of a reshaped transpose) become one copy kernel the same way.
 - Anchors (matmul, conv2d, pooling) and injective nodes (transpose, slice, concat) start a
   group of their own otherwise. Views (reshape) make no kernel: the executor passes the same
   bytes on.
@@ -23,6 +26,8 @@ parameters, not baked in, so identical layers make identical functions.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from .. import te
 from ..tir.func import PrimFunc
@@ -76,6 +81,16 @@ class FusedGroup:
         # constants may change layout at compile time (postproc RewriteLayout)
         return PrimFunc(func.name, func.params, func.body,
                         func.attrs + (("layout_free_params", consts),))
+
+
+def _rows_contiguous(chain: list) -> bool:
+    """Whether the value the chain of moves makes is contiguous along its last axis in the
+    chain's source: a matmul's B read through the chain still loads vectors of its rows."""
+    src = chain[0].inputs[0]
+    x = np.arange(src.type.size, dtype=np.int64).reshape(src.shape)
+    for n in chain:
+        x = get_graph_op(n.op).ref([x], n.attrs)
+    return x.shape[-1] == 1 or bool(np.all(np.diff(x, axis=-1) == 1))
 
 
 def fuse(graph: Graph) -> list:
@@ -142,10 +157,14 @@ def fuse(graph: Graph) -> list:
                         and g.kinds == {"elementwise"}:
                     target = g  # the elementwise producer becomes this reduction's prologue
                     break
-        elif node.op in _PROLOGUE_ANCHORS:
+        elif node.op in _PROLOGUE_ANCHORS or node.op in _OPERAND_MOVES:
             prologue = []
-            for v in node.inputs:
-                prologue += operand_chain(v, node) or []
+            for i, v in enumerate(node.inputs):
+                chain = operand_chain(v, node) or []
+                if chain and i == 1 and node.op in _PROLOGUE_ANCHORS \
+                        and not _rows_contiguous(chain):
+                    chain = []  # B's rows would be gathers (k^T): the copy stays
+                prologue += chain
             if prologue:
                 absorbed = {id(group_of[id(n.output)]) for n in prologue
                             if id(n.output) in group_of}
