@@ -7,6 +7,12 @@ names or spelling the exporter chose:
 - `recognize_activations`: an elementwise region computing gelu (erf or tanh) or silu of
   one tensor -> that activation, which fuses into the matmul before it.
 - `recognize_rms_norm`: x * 1/sqrt(mean(x * x) + eps) [* w] -> rms_norm(x, w, eps).
+- `slices_before_transposes`: slices of a transposed tensor (ViT's q, k, v taken from a
+  (3, L, ...) transpose of the fused projection) slice the source instead:
+  slice(transpose(x, p), axis=a) -> transpose(slice(x, axis=p[a]), p), so that the copy
+  disappears into the matmuls that read the slices.
+- `unit_transposes_as_views`: a transpose that moves only axes of length 1 (ViT's
+  (1, L, D) -> (L, 1, D)) keeps the bytes in order: a reshape, no copy.
 """
 from __future__ import annotations
 
@@ -258,6 +264,79 @@ def recognize_rms_norm(graph: Graph) -> Graph:
         return g.op("rms_norm", *ins, name=node.name, eps=eps)
 
     return _rebuild(graph, replace, new_of)
+
+
+def _unit_reshape_axis(src: tuple, dst: tuple, axis: int):
+    """The axis of src that dst's `axis` is, when the reshape only adds or drops axes of
+    length 1 and `axis` is not one of them; None otherwise."""
+    big_s = [i for i, n in enumerate(src) if n != 1]
+    big_d = [i for i, n in enumerate(dst) if n != 1]
+    if [src[i] for i in big_s] != [dst[i] for i in big_d] or axis not in big_d:
+        return None
+    return big_s[big_d.index(axis)]
+
+
+def slices_before_transposes(graph: Graph) -> Graph:
+    readers = graph.consumers()
+    outputs = {id(v) for v in graph.outputs}
+    plan: dict = {}   # id(slice node) -> (transpose node, reshape node or None, source axis)
+    for t in graph.nodes:
+        if t.op != "transpose" or id(t.output) in outputs:
+            continue
+        users = readers.get(id(t.output), [])
+        found = {}
+        for u in users:
+            r, ends = None, [u]
+            if u.op == "reshape" and id(u.output) not in outputs:
+                r, ends = u, readers.get(id(u.output), [])
+            for s in ends:
+                if s.op != "slice":
+                    break
+                axis = s.attrs["axis"] % len(s.inputs[0].shape)
+                if r is not None:
+                    axis = _unit_reshape_axis(t.output.shape, r.output.shape, axis)
+                if axis is None:
+                    break
+                found[id(s)] = (t, r, t.attrs["perm"][axis])
+            else:
+                continue
+            break
+        else:
+            if found:
+                plan.update(found)
+    if not plan:
+        return graph
+
+    def replace(node, args, g):
+        if id(node) not in plan:
+            return None
+        t, r, axis = plan[id(node)]
+        x = new_of[id(t.inputs[0])]
+        attrs = dict(node.attrs, axis=axis)
+        y = g.op("transpose", g.op("slice", x, name=node.name + "_src", **attrs),
+                 name=node.name + "_t", perm=t.attrs["perm"])
+        return y if y.shape == node.output.shape else \
+            g.op("reshape", y, name=node.name, shape=node.output.shape)
+
+    new_of: dict = {}
+    return _rebuild(graph, replace, new_of)
+
+
+def unit_transposes_as_views(graph: Graph) -> Graph:
+    def keeps_order(node) -> bool:
+        shape, perm = node.inputs[0].shape, node.attrs["perm"]
+        moved = [p for p in perm if shape[p] != 1]
+        return moved == sorted(moved)
+
+    if not any(n.op == "transpose" and keeps_order(n) for n in graph.nodes):
+        return graph
+
+    def replace(node, args, g):
+        if node.op == "transpose" and keeps_order(node):
+            return g.op("reshape", args[0], name=node.name, shape=node.output.shape)
+        return None
+
+    return _rebuild(graph, replace, {})
 
 
 def rewrite_patterns(graph: Graph) -> Graph:

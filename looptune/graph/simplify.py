@@ -367,16 +367,18 @@ def remove_dead(graph: Graph) -> Graph:
 def prepare(graph: Graph) -> Graph:
     """What every compiled graph goes through before fusion (tuning and compiling alike, so
     that their tasks are the same): constants folded, batch norms in the convolutions,
-    x * sigmoid(x) as silu (and GELU), transformer patterns (patterns.py), weights in the layouts kernels read best, convolutional
-    activations channels-last, consecutive transposes merged, reshapes moved below
-    elementwise operators."""
+    x * sigmoid(x) as silu (and GELU), transformer patterns (patterns.py: gelu, rms_norm,
+    scales after matmuls), weights in the layouts kernels read best, convolutional
+    activations channels-last, consecutive transposes merged, slices before transposes,
+    transposes of unit axes as views, reshapes moved below elementwise operators."""
     if getattr(graph, "prepared", False):
         return graph  # once: tuning and compiling must see the same kernels
     graph = lower_attention(graph)  # attention: batch matmuls around a softmax
     from .layout import channels_last
-    from .patterns import rewrite_patterns
+    from .patterns import rewrite_patterns, slices_before_transposes, unit_transposes_as_views
     graph = rewrite_patterns(fuse_activations(fold_conv_affine(graph)))
     graph = merge_transposes(channels_last(constant_weight_layouts(graph)))
+    graph = unit_transposes_as_views(slices_before_transposes(graph))
     graph = remove_dead(sink_views(graph))
     graph.prepared = True
     return graph
