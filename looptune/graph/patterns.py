@@ -4,6 +4,10 @@ names or spelling the exporter chose:
 - `scale_after_matmul`: scalar factors on a matmul's operands (attention's q and k scaled by
   d**-0.25 each, through the head-split transposes) move after it, where they are the
   matmul's epilogue:  bmm(T(a * s), T'(b * t)) -> bmm(T(a), T'(b)) * (s * t).
+- `keys_transposed_once`: batch_matmul(q, k, transpose_b) of a computed k (attention as the
+  torch importer lowers it) -> batch_matmul(q, transpose(k)): the matmul's vectors run
+  along the keys, which k^T holds contiguously; read from k each would be a gather. The
+  copy (k's head split included: one kernel) costs less than the gathers.
 - `recognize_activations`: an elementwise region computing gelu (erf or tanh) or silu of
   one tensor -> that activation, which fuses into the matmul before it.
 - `recognize_rms_norm`: x * 1/sqrt(mean(x * x) + eps) [* w] -> rms_norm(x, w, eps).
@@ -74,6 +78,24 @@ def scale_after_matmul(graph: Graph) -> Graph:
             y = g.op(node.op, *args, name=node.name, **node.attrs)
             return g.op("mul", y, name=node.name + "_scale", scalar=factor[id(node)])
         return None
+
+    return _rebuild(graph, replace, {})
+
+
+def keys_transposed_once(graph: Graph) -> Graph:
+    def computed_b(node) -> bool:
+        return node.op == "batch_matmul" and bool(node.attrs.get("transpose_b")) \
+            and not node.inputs[1].is_const and len(node.inputs[1].shape) == 3
+
+    if not any(computed_b(n) for n in graph.nodes):
+        return graph
+
+    def replace(node, args, g):
+        if not computed_b(node):
+            return None
+        kt = g.op("transpose", args[1], name=node.name + "_kt", perm=(0, 2, 1))
+        attrs = {k: v for k, v in node.attrs.items() if k != "transpose_b"}
+        return g.op("batch_matmul", args[0], kt, name=node.name, **attrs)
 
     return _rebuild(graph, replace, {})
 
@@ -343,4 +365,4 @@ def rewrite_patterns(graph: Graph) -> Graph:
     """Every pattern of this module, in order."""
     graph = recognize_rms_norm(graph)
     graph = recognize_activations(graph)
-    return scale_after_matmul(graph)
+    return scale_after_matmul(keys_transposed_once(graph))
