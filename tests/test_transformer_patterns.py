@@ -114,6 +114,17 @@ def attention_block(qkv: str = "separate"):
     return g.finish(y), (rand(1, L, E),)
 
 
+def attention_op_block():
+    """The torch importer's spelling: heads split by view + transpose, the attention op."""
+    g = GraphBuilder("sdpa")
+    x = g.input("x", (L, E))
+    q, k, v = (g.op("transpose", g.op("reshape", g.op("matmul", x, g.const(f"w{s}", rand(
+        E, E, seed=s))), shape=(1, L, H, D)), perm=(0, 2, 1, 3)) for s in (1, 2, 3))
+    o = g.op("transpose", g.op("attention", q, k, v), perm=(0, 2, 1, 3))
+    return g.finish(g.op("matmul", g.op("reshape", o, shape=(L, E)), g.const("wo", rand(E, E)))), \
+        (rand(L, E),)
+
+
 def vit_attention_scores():
     """torchvision ViT's: the fused projection viewed (1, L, 1, 3, E), transposed to
     (3, L, 1, 1, E) and sliced; (1, L, E) <-> (L, 1, E) transposes around it."""
@@ -167,6 +178,14 @@ def test_attention_reads_heads_in_place():
         "fused_transpose_reshape_matmul_add"]
 
 
+def test_attention_op_reads_keys_transposed_once():
+    graph, inputs = attention_op_block()
+    assert kernels_of(graph, *inputs) == [
+        "fused_matmul", "fused_matmul", "fused_matmul", "fused_transpose_reshape_transpose",
+        "fused_transpose_reshape_batch_matmul_mul", "fused_softmax",
+        "fused_transpose_reshape_batch_matmul", "fused_transpose_reshape_matmul"]
+
+
 def test_fused_qkv_projection_is_sliced_by_its_readers():
     graph, inputs = attention_block("fused")
     names = kernels_of(graph, *inputs)
@@ -197,8 +216,9 @@ def test_scale_moves_after_the_matmul_only_when_it_feeds_it_alone():
 @pytest.mark.cc
 @pytest.mark.parametrize("block", [nan_guarded_softmax, lambda: gelu_after_matmul("tanh"),
                                    lambda: rms_norm_block("mul"), attention_block,
-                                   lambda: attention_block("fused"), vit_attention_scores],
-                         ids=["guard", "gelu", "rms", "attention", "qkv", "vit"])
+                                   lambda: attention_block("fused"), vit_attention_scores,
+                                   attention_op_block],
+                         ids=["guard", "gelu", "rms", "attention", "qkv", "vit", "sdpa"])
 def test_compiled_blocks_match_the_original_graph(block):
     graph, inputs = block()
     compiled_matches(graph, *inputs)
