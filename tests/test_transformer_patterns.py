@@ -239,3 +239,18 @@ def test_zoo_bert_tiny_kernels(tmp_path):
     # were kernels of their own; now 12 per layer, 2 around them
     assert len(names) == 26
     assert not any(n in ("fused_transpose", "fused_isnan_where") for n in names)
+
+
+def test_transposes_that_undo_each_other_are_a_view():
+    """ViT's patches: NHWC -> NCHW -> (C, L) -> (L, C) leaves every byte where it was."""
+    g = GraphBuilder("patches")
+    x = g.input("x", (1, 4, 4, 8))
+    t = g.op("transpose", g.op("reshape", g.op("transpose", x, perm=(0, 3, 1, 2)),
+                               shape=(1, 8, 16)), perm=(0, 2, 1))
+    y = g.op("relu", t)
+    assert kernels_of(g.finish(y), rand(1, 4, 4, 8)) == ["fused_relu"]
+    g2 = GraphBuilder("moved")  # (L, C) -> (C, L) -> (L, C) of another shape: a copy
+    x = g2.input("x", (1, 16, 8))
+    t = g2.op("transpose", g2.op("reshape", g2.op("transpose", x, perm=(0, 2, 1)),
+                                 shape=(1, 16, 8)), perm=(0, 2, 1))
+    assert kernels_of(g2.finish(g2.op("relu", t)), rand(1, 16, 8)) != ["fused_relu"]

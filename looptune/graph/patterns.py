@@ -16,7 +16,9 @@ names or spelling the exporter chose:
   slice(transpose(x, p), axis=a) -> transpose(slice(x, axis=p[a]), p), so that the copy
   disappears into the matmuls that read the slices.
 - `unit_transposes_as_views`: a transpose that moves only axes of length 1 (ViT's
-  (1, L, D) -> (L, 1, D)) keeps the bytes in order: a reshape, no copy.
+  (1, L, D) -> (L, 1, D)) keeps the bytes in order: a reshape, no copy; so does a chain of
+  transposes and reshapes that undo each other (ViT's patches, NHWC -> NCHW -> (C, L) ->
+  (L, C)), checked by value on the element indices.
 """
 from __future__ import annotations
 
@@ -28,6 +30,10 @@ from .ir import Graph, GraphBuilder, Value
 from .op import get_graph_op
 
 _MOVES = ("transpose", "reshape", "slice")
+
+
+def _new(new_of: dict, v: Value) -> Value:
+    return v if v.is_const else new_of[id(v)]
 
 
 def _scalar_factor(node) -> float | None:
@@ -187,7 +193,7 @@ def recognize_activations(graph: Graph) -> Graph:
         if id(node) not in found:
             return None
         op, attrs, x = found[id(node)]
-        return g.op(op, new_of[id(x)], name=node.name, **attrs)
+        return g.op(op, _new(new_of, x), name=node.name, **attrs)
 
     return _rebuild(graph, replace, new_of)
 
@@ -199,16 +205,13 @@ def _rebuild(graph: Graph, replace, new_of: dict) -> Graph:
     for v in graph.inputs:
         new_of[id(v)] = g.input(v.name, v.shape, v.dtype)
 
-    def get(v):
-        return v if v.is_const else new_of[id(v)]
-
     for node in graph.nodes:
-        args = [get(v) for v in node.inputs]
+        args = [_new(new_of, v) for v in node.inputs]
         out = replace(node, args, g)
         new_of[id(node.output)] = out if out is not None else \
             g.op(node.op, *args, name=node.name, **node.attrs)
     from .simplify import remove_dead
-    return remove_dead(g.finish(*[get(v) for v in graph.outputs]))
+    return remove_dead(g.finish(*[_new(new_of, v) for v in graph.outputs]))
 
 
 # ------------------------------------------------------------------ RMSNorm
@@ -280,7 +283,7 @@ def recognize_rms_norm(graph: Graph) -> Graph:
         if id(node) not in found:
             return None
         x, gamma, eps = found[id(node)]
-        ins = [new_of[id(x)]]
+        ins = [_new(new_of, x)]
         if gamma is not None:
             ins.append(g.const(gamma.name + "_w", gamma.data.reshape(-1).astype(np.float32)))
         return g.op("rms_norm", *ins, name=node.name, eps=eps)
@@ -333,7 +336,7 @@ def slices_before_transposes(graph: Graph) -> Graph:
         if id(node) not in plan:
             return None
         t, r, axis = plan[id(node)]
-        x = new_of[id(t.inputs[0])]
+        x = _new(new_of, t.inputs[0])
         attrs = dict(node.attrs, axis=axis)
         y = g.op("transpose", g.op("slice", x, name=node.name + "_src", **attrs),
                  name=node.name + "_t", perm=t.attrs["perm"])
@@ -344,21 +347,37 @@ def slices_before_transposes(graph: Graph) -> Graph:
     return _rebuild(graph, replace, new_of)
 
 
-def unit_transposes_as_views(graph: Graph) -> Graph:
-    def keeps_order(node) -> bool:
-        shape, perm = node.inputs[0].shape, node.attrs["perm"]
-        moved = [p for p in perm if shape[p] != 1]
-        return moved == sorted(moved)
+def _moves_keep_order(node, readers) -> Value | None:
+    """The source whose bytes, in order, a transpose at the end of a chain of transposes and
+    reshapes (each read by the next alone) shows; None when it moves any."""
+    chain, v = [node], node.inputs[0]
+    while v.producer is not None and v.producer.op in ("transpose", "reshape") \
+            and len(readers.get(id(v), [])) == 1:
+        chain.append(v.producer)
+        v = v.producer.inputs[0]
+    while len(chain) > 1 and chain[-1].op == "reshape":
+        v = chain.pop().output  # reshapes above the first transpose: no bytes move there
+    x = np.arange(v.type.size, dtype=np.int64).reshape(v.shape)
+    for n in reversed(chain):
+        x = get_graph_op(n.op).ref([x], n.attrs)
+    return v if np.array_equal(x.reshape(-1), np.arange(x.size)) else None
 
-    if not any(n.op == "transpose" and keeps_order(n) for n in graph.nodes):
+
+def unit_transposes_as_views(graph: Graph) -> Graph:
+    readers = graph.consumers()
+    source = {id(n): src for n in graph.nodes if n.op == "transpose"
+              and (src := _moves_keep_order(n, readers)) is not None}
+    if not source:
         return graph
+    new_of: dict = {}
 
     def replace(node, args, g):
-        if node.op == "transpose" and keeps_order(node):
-            return g.op("reshape", args[0], name=node.name, shape=node.output.shape)
+        if id(node) in source:
+            return g.op("reshape", _new(new_of, source[id(node)]), name=node.name,
+                        shape=node.output.shape)
         return None
 
-    return _rebuild(graph, replace, {})
+    return _rebuild(graph, replace, new_of)
 
 
 def rewrite_patterns(graph: Graph) -> Graph:
