@@ -254,3 +254,15 @@ def test_transposes_that_undo_each_other_are_a_view():
     t = g2.op("transpose", g2.op("reshape", g2.op("transpose", x, perm=(0, 2, 1)),
                                  shape=(1, 16, 8)), perm=(0, 2, 1))
     assert kernels_of(g2.finish(g2.op("relu", t)), rand(1, 16, 8)) != ["fused_relu"]
+
+
+def test_unary_ops_between_undoing_transposes_apply_in_place():
+    """Whisper's: a convolution's NHWC output to NCHW, gelu, back to tokens (L, C), a residual
+    add: the gelu and the add become the producer's epilogue, no copy."""
+    g = GraphBuilder("whisper")
+    x, r = g.input("x", (8, 4)), g.input("r", (1, 8, 16))
+    m = g.op("reshape", g.op("matmul", x, g.const("w", rand(4, 16))), shape=(1, 1, 8, 16))
+    t = g.op("gelu", g.op("transpose", m, perm=(0, 3, 1, 2)))
+    t = g.op("transpose", g.op("reshape", t, shape=(1, 16, 8)), perm=(0, 2, 1))
+    graph = g.finish(g.op("add", t, r))
+    assert kernels_of(graph, rand(8, 4), rand(1, 8, 16, seed=1)) == ["fused_matmul_gelu_add"]

@@ -18,7 +18,8 @@ names or spelling the exporter chose:
 - `unit_transposes_as_views`: a transpose that moves only axes of length 1 (ViT's
   (1, L, D) -> (L, 1, D)) keeps the bytes in order: a reshape, no copy; so does a chain of
   transposes and reshapes that undo each other (ViT's patches, NHWC -> NCHW -> (C, L) ->
-  (L, C)), checked by value on the element indices.
+  (L, C)), checked by value on the element indices, even with unary elementwise nodes
+  between them (whisper's gelu between its convolution's NCHW and the tokens).
 """
 from __future__ import annotations
 
@@ -347,35 +348,51 @@ def slices_before_transposes(graph: Graph) -> Graph:
     return _rebuild(graph, replace, new_of)
 
 
-def _moves_keep_order(node, readers) -> Value | None:
-    """The source whose bytes, in order, a transpose at the end of a chain of transposes and
-    reshapes (each read by the next alone) shows; None when it moves any."""
+def _unary(node) -> bool:
+    """An elementwise node of one tensor and numbers (gelu, x * 0.5): it commutes with moves."""
+    tensors = [a for a in node.inputs if not a.is_const]
+    return get_graph_op(node.op).kind == "elementwise" and len(tensors) == 1 \
+        and tensors[0].shape == node.output.shape \
+        and all(a.data.size == 1 for a in node.inputs if a.is_const)
+
+
+def _moves_keep_order(node, readers):
+    """(source, unary nodes top down) when a transpose ends a chain of transposes, reshapes
+    and unary elementwise nodes (each read by the next alone) that leaves the source's bytes
+    in order (whisper's NHWC -> NCHW, gelu, -> (L, C)); None when it moves any."""
     chain, v = [node], node.inputs[0]
-    while v.producer is not None and v.producer.op in ("transpose", "reshape") \
-            and len(readers.get(id(v), [])) == 1:
+    while v.producer is not None and len(readers.get(id(v), [])) == 1 \
+            and (v.producer.op in ("transpose", "reshape") or _unary(v.producer)):
         chain.append(v.producer)
-        v = v.producer.inputs[0]
-    while len(chain) > 1 and chain[-1].op == "reshape":
-        v = chain.pop().output  # reshapes above the first transpose: no bytes move there
+        v = next(a for a in v.producer.inputs if not a.is_const)
+    while len(chain) > 1 and chain[-1].op != "transpose":
+        v = chain.pop().output  # nothing moves above the first transpose
     x = np.arange(v.type.size, dtype=np.int64).reshape(v.shape)
     for n in reversed(chain):
-        x = get_graph_op(n.op).ref([x], n.attrs)
-    return v if np.array_equal(x.reshape(-1), np.arange(x.size)) else None
+        if n.op in ("transpose", "reshape"):
+            x = get_graph_op(n.op).ref([x], n.attrs)
+    if not np.array_equal(x.reshape(-1), np.arange(x.size)):
+        return None
+    return v, [n for n in reversed(chain) if n.op not in ("transpose", "reshape")]
 
 
 def unit_transposes_as_views(graph: Graph) -> Graph:
     readers = graph.consumers()
-    source = {id(n): src for n in graph.nodes if n.op == "transpose"
-              and (src := _moves_keep_order(n, readers)) is not None}
-    if not source:
+    found = {id(n): f for n in graph.nodes if n.op == "transpose"
+             and (f := _moves_keep_order(n, readers)) is not None}
+    if not found:
         return graph
     new_of: dict = {}
 
     def replace(node, args, g):
-        if id(node) in source:
-            return g.op("reshape", _new(new_of, source[id(node)]), name=node.name,
-                        shape=node.output.shape)
-        return None
+        if id(node) not in found:
+            return None
+        src, unary = found[id(node)]
+        y = _new(new_of, src)
+        for u in unary:  # applied to the source in its own layout
+            y = g.op(u.op, *[a if a.is_const else y for a in u.inputs], name=u.name + "_src",
+                     **u.attrs)
+        return g.op("reshape", y, name=node.name, shape=node.output.shape)
 
     return _rebuild(graph, replace, new_of)
 

@@ -263,6 +263,21 @@ def sink_views(graph: Graph) -> Graph:
         p = v.producer
         return p.inputs[0] if p is not None and p.op == "reshape" else None
 
+    readers = graph.consumers()
+
+    def uses(v):
+        """The nodes other than reshapes that read v's bytes (through any views)."""
+        while v.producer is not None and v.producer.op == "reshape":
+            v = v.producer.inputs[0]
+        stack, n = [v], 0
+        while stack:
+            for r in readers.get(id(stack.pop()), []):
+                if r.op == "reshape":
+                    stack.append(r.output)
+                else:
+                    n += 1
+        return n
+
     for node in graph.nodes:
         args = [get(v) for v in node.inputs]
         if node.op == "reshape":
@@ -272,8 +287,11 @@ def sink_views(graph: Graph) -> Graph:
             continue
         kind = get_graph_op(node.op).kind
         viewed = [base(a) for a in args]
-        # a reshaped kernel output (not a reshaped graph input: nothing would fuse)
-        pick = next((b for b in viewed if b is not None and b.producer is not None), None)
+        # a reshaped kernel output (not a reshaped graph input: nothing would fuse); first
+        # one this node alone reads (its kernel can take this node as its epilogue)
+        kernels = [(b, v) for b, v in zip(viewed, node.inputs)
+                   if b is not None and b.producer is not None]
+        pick = next((b for b, v in kernels if uses(v) == 1), kernels[0][0] if kernels else None)
         if kind == "elementwise" and pick is not None:
             shape, inner = node.output.shape, pick.shape
             new_args = []
