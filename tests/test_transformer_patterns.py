@@ -164,26 +164,29 @@ def test_rms_norm_chain_becomes_rms_norm(spelling):
 
 
 def test_attention_reads_heads_in_place():
-    """Before: 16 kernels (5 copies, the NaN guard, 2 scalings of their own). After: the
-    projections, one copy of k^T (read by rows, it must be contiguous), q k^T with the
-    scale and mask as epilogue, the guarded softmax, p v, and the out projection reading
-    the heads merged."""
+    """Before: 16 kernels (3 projections, 5 copies, the NaN guard, 2 scalings of their own).
+    After: q, k and v as one projection; one copy of k^T (read by rows, it must be
+    contiguous); q k^T with the scale and mask as epilogue; the guarded softmax; p v; and
+    the out projection reading the heads merged."""
     graph, inputs = attention_block("separate")
     assert kernels_of(graph, *inputs) == [
-        "fused_matmul_add", "fused_matmul_add", "fused_matmul_add",
-        "fused_transpose_reshape_transpose",
-        "fused_transpose_reshape_batch_matmul_mul_add",
+        "fused_matmul_add",
+        "fused_slice_reshape_transpose_reshape_transpose",
+        "fused_slice_reshape_transpose_reshape_batch_matmul_mul_add",
         "fused_softmax_isnan_where",
-        "fused_transpose_reshape_batch_matmul",
+        "fused_slice_reshape_transpose_reshape_batch_matmul",
         "fused_transpose_reshape_matmul_add"]
+    (merged,) = [n for n in prepare(graph).nodes if n.op == "matmul" and
+                 n.output.shape == (L, 3 * E)]
+    assert merged.inputs[1].is_const
 
 
 def test_attention_op_reads_keys_transposed_once():
     graph, inputs = attention_op_block()
     assert kernels_of(graph, *inputs) == [
-        "fused_matmul", "fused_matmul", "fused_matmul", "fused_transpose_reshape_transpose",
-        "fused_transpose_reshape_batch_matmul_mul", "fused_softmax",
-        "fused_transpose_reshape_batch_matmul", "fused_transpose_reshape_matmul"]
+        "fused_matmul", "fused_slice_reshape_transpose_reshape_transpose",
+        "fused_slice_reshape_transpose_reshape_batch_matmul_mul", "fused_softmax",
+        "fused_slice_reshape_transpose_reshape_batch_matmul", "fused_transpose_reshape_matmul"]
 
 
 def test_fused_qkv_projection_is_sliced_by_its_readers():
@@ -235,9 +238,9 @@ def test_zoo_bert_tiny_kernels(tmp_path):
     feeds = [t.numpy().astype(np.int32) if t.dtype == torch.int64 else t.numpy()
              for t in inputs]
     names = kernels_of(graph, *feeds)
-    # 38 kernels before (2 layers): per layer 5 copies, the NaN guard and the GELU chain
-    # were kernels of their own; now 12 per layer, 2 around them
-    assert len(names) == 26
+    # 38 kernels before (2 layers): per layer 3 projections, 5 copies, the NaN guard and the
+    # GELU chain were kernels of their own; now 10 per layer, 2 around them
+    assert len(names) == 22
     assert not any(n in ("fused_transpose", "fused_isnan_where") for n in names)
 
 

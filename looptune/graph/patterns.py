@@ -8,6 +8,10 @@ names or spelling the exporter chose:
   torch importer lowers it) -> batch_matmul(q, transpose(k)): the matmul's vectors run
   along the keys, which k^T holds contiguously; read from k each would be a gather. The
   copy (k's head split included: one kernel) costs less than the gathers.
+- `merge_sibling_matmuls`: matmuls of one input by constant weights (attention's q, k and
+  v projections), with their bias adds, -> one matmul by the concatenated weights, whose
+  slices the readers take (and fusion reads in place): one kernel for three, the input
+  read once.
 - `recognize_activations`: an elementwise region computing gelu (erf or tanh) or silu of
   one tensor -> that activation, which fuses into the matmul before it.
 - `recognize_rms_norm`: x * 1/sqrt(mean(x * x) + eps) [* w] -> rms_norm(x, w, eps).
@@ -393,6 +397,75 @@ def unit_transposes_as_views(graph: Graph) -> Graph:
             y = g.op(u.op, *[a if a.is_const else y for a in u.inputs], name=u.name + "_src",
                      **u.attrs)
         return g.op("reshape", y, name=node.name, shape=node.output.shape)
+
+    return _rebuild(graph, replace, new_of)
+
+
+def _view_source(v: Value) -> Value:
+    while v.producer is not None and v.producer.op == "reshape":
+        v = v.producer.inputs[0]
+    return v
+
+
+def merge_sibling_matmuls(graph: Graph) -> Graph:
+    readers = graph.consumers()
+    outputs = {id(v) for v in graph.outputs}
+    siblings: dict = {}  # (id(source of A), A's shape, attrs) -> [matmul node]
+    for n in graph.nodes:
+        if n.op == "matmul" and not n.attrs and n.inputs[1].is_const \
+                and len(n.inputs[1].shape) == 2 and not n.inputs[0].is_const:
+            key = (id(_view_source(n.inputs[0])), n.inputs[0].shape)
+            siblings.setdefault(key, []).append(n)
+    groups = [ms for ms in siblings.values() if len(ms) > 1]
+    if not groups:
+        return graph
+
+    def bias_of(m):
+        """(add node, its bias as (N,)) when m's only reader adds a constant per column."""
+        users = readers.get(id(m.output), [])
+        if len(users) != 1 or id(m.output) in outputs or users[0].op != "add" \
+                or users[0].attrs or len(users[0].inputs) != 2:
+            return None
+        add = users[0]
+        c = next((a for a in add.inputs if a is not m.output), None)
+        n = m.output.shape[-1]
+        if c is None or not c.is_const or c.shape[-1:] != (n,) \
+                or add.output.shape != m.output.shape:
+            return None
+        rows = c.data.reshape(-1, n)  # (sink_views may have broadcast it to every row)
+        return (add, rows[0]) if np.all(rows == rows[:1]) else None
+
+    first: dict = {}   # id(first matmul) -> its group
+    slice_of: dict = {}  # id(node) -> (group, member index): its output is that slice
+    for ms in groups:
+        first[id(ms[0])] = ms
+        for i, m in enumerate(ms):
+            b = bias_of(m)
+            slice_of[id(m)] = (ms, i)  # (under a bias add: read by nothing once it is merged)
+            if b:
+                slice_of[id(b[0])] = (ms, i)
+    made: dict = {}  # id(group's first) -> [slice values]
+    new_of: dict = {}
+
+    def replace(node, args, g):
+        if id(node) in first:
+            ms = first[id(node)]
+            w = np.concatenate([m.inputs[1].data for m in ms], axis=1)
+            y = g.op("matmul", args[0], g.const(node.name + "_w", w), name=node.name + "_merged")
+            biases = [bias_of(m) for m in ms]
+            if any(biases):
+                b = np.concatenate([bb[1] if bb else np.zeros(m.output.shape[-1], "float32")
+                                    for bb, m in zip(biases, ms)])
+                y = g.op("add", y, g.const(node.name + "_b", b.astype(np.float32)),
+                         name=node.name + "_bias")
+            cuts = np.cumsum([0] + [m.output.shape[-1] for m in ms])
+            made[id(ms[0])] = [g.op("slice", y, name=m.name + "_part", axis=1,
+                                    start=int(a), stop=int(b)) for m, a, b in
+                               zip(ms, cuts[:-1], cuts[1:])]
+        if id(node) in slice_of:
+            ms, i = slice_of[id(node)]
+            return made[id(ms[0])][i]
+        return None
 
     return _rebuild(graph, replace, new_of)
 

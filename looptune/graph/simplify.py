@@ -388,15 +388,17 @@ def prepare(graph: Graph) -> Graph:
     x * sigmoid(x) as silu (and GELU), transformer patterns (patterns.py: gelu, rms_norm,
     scales after matmuls), weights in the layouts kernels read best, convolutional
     activations channels-last, consecutive transposes merged, slices before transposes,
-    transposes of unit axes as views, reshapes moved below elementwise operators."""
+    transposes of unit axes as views, reshapes moved below elementwise operators, sibling
+    matmuls (q, k, v) as one."""
     if getattr(graph, "prepared", False):
         return graph  # once: tuning and compiling must see the same kernels
     graph = lower_attention(graph)  # attention: batch matmuls around a softmax
     from .layout import channels_last
-    from .patterns import rewrite_patterns, slices_before_transposes, unit_transposes_as_views
+    from .patterns import (merge_sibling_matmuls, rewrite_patterns, slices_before_transposes,
+                           unit_transposes_as_views)
     graph = rewrite_patterns(fuse_activations(fold_conv_affine(graph)))
     graph = merge_transposes(channels_last(constant_weight_layouts(graph)))
     graph = unit_transposes_as_views(slices_before_transposes(graph))
-    graph = remove_dead(sink_views(graph))
+    graph = remove_dead(merge_sibling_matmuls(remove_dead(sink_views(graph))))
     graph.prepared = True
     return graph
