@@ -269,3 +269,18 @@ def test_unary_ops_between_undoing_transposes_apply_in_place():
     t = g.op("transpose", g.op("reshape", t, shape=(1, 16, 8)), perm=(0, 2, 1))
     graph = g.finish(g.op("add", t, r))
     assert kernels_of(graph, rand(8, 4), rand(1, 8, 16, seed=1)) == ["fused_matmul_gelu_add"]
+
+
+@pytest.mark.cc
+def test_sibling_matmuls_merge_with_and_without_bias():
+    """Whisper's k projection has no bias, q and v have: one matmul, zeros for k's bias."""
+    g = GraphBuilder("siblings")
+    x = g.input("x", (1, 8, 16))
+    outs = []
+    for i, bias in enumerate((True, False, True)):
+        y = g.op("matmul", g.op("reshape", x, shape=(8, 16)), g.const(f"w{i}", rand(16, 8 + i)))
+        outs.append(g.op("add", y, g.const(f"b{i}", rand(8 + i, seed=i))) if bias else y)
+    graph = g.finish(*(g.op("relu", y) for y in outs))
+    names = kernels_of(graph, rand(1, 8, 16))
+    assert names[0] == "fused_matmul_add" and len(names) == 4  # and a relu of each slice
+    compiled_matches(graph, rand(1, 8, 16))
