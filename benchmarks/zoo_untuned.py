@@ -1,5 +1,5 @@
 """Untuned looptune (compile_model with no database: dlight's default schedules) against ONNX
-Runtime on the model zoo's CNNs, batch 1, imported through ONNX, timed interleaved in one
+Runtime on the model zoo's CNNs and transformers, batch 1, imported through ONNX, timed interleaved in one
 process (a looptune run, then an ORT run, `--repeat` times; medians), with the compile times:
 cold (an empty kernel cache), warm (a fresh import of the same model, everything cached).
 
@@ -23,7 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 import _common  # noqa: E402
 
-CNNS = ["resnet50", "efficientnet_b0", "densenet121", "regnet_y_400mf", "convnext_tiny"]
+CNNS = ["resnet50", "efficientnet_b0", "densenet121", "regnet_y_400mf", "convnext_tiny",
+        "mobilenet_v2"]
+TRANSFORMERS = ["bert", "distilbert", "gpt2"]
 
 
 def export(name: str, out: Path):
@@ -61,6 +63,7 @@ def bench(name: str, path: Path, x, want, threads: int, repeat: int) -> dict:
     sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
     feed = {sess.get_inputs()[0].name: x}
     outs = [np.empty(s, t) for _, s, t in compiled.outputs]
+    x = np.ascontiguousarray(x, dtype=compiled.inputs[0][2])  # token ids: int32 here
     for _ in range(3):
         compiled.run_into([x], outs)
         sess.run(None, feed)
@@ -98,7 +101,7 @@ def warm_compile_seconds(path: Path, threads: int) -> float:
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", nargs="+", default=CNNS)
+    ap.add_argument("--models", nargs="+", default=CNNS + TRANSFORMERS)
     ap.add_argument("--threads", nargs="+", type=int, default=[1])
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--onnx-dir", default=None, help="where exported models are kept")

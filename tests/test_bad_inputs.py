@@ -771,7 +771,8 @@ CASES = [
 
     # model import
     Case("onnx-unsupported-operator", "model import", "an ONNX Hardmax node", ImportError_,
-         ("ONNX operator Hardmax", "not supported", "supported: "),
+         ("Hardmax x1 (e.g. node y)", "cannot be imported by looptune",
+          "looptune inspect"),
          from_onnx(("Hardmax", ["x"], ["y"])), needs="onnx"),
     Case("onnx-dynamic-shape", "model import", "an ONNX input of shape [batch, 3]",
          ImportError_, ("input x has a dynamic dimension (batch)", "static shapes"),
@@ -791,9 +792,10 @@ CASES = [
     Case("onnx-undefined-input", "model import", "an ONNX node reading a name nothing "
          "defines", ImportError_, ("reads zz", "which no input", "check_model"),
          from_onnx(("Add", ["x", "zz"], ["y"])), needs="onnx"),
-    Case("torch-unsupported-operator", "model import", "torch.cumsum in a module",
-         ImportError_, ("cumsum", "not supported", "supported: "),
-         from_torch(lambda m, x: x.cumsum(0), (2, 3)), needs="torch"),
+    Case("torch-unsupported-operator", "model import", "torch.sort and torch.topk in a module",
+         ImportError_, ("aten.sort.default x1 (e.g. node sort)", "aten.topk.default x1",
+                        "cannot be imported by looptune"),
+         from_torch(lambda m, x: x.sort(0)[0] + x.topk(3)[0], (2, 3)), needs="torch"),
     Case("torch-data-dependent-shape", "model import", "control flow on a tensor's value",
          ImportError_, ("torch.export cannot export", "data-dependent", "control flow"),
          from_torch(data_dependent, (2, 3)), needs="torch"),

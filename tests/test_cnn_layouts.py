@@ -182,3 +182,33 @@ def test_a_second_compile_reads_the_untuned_kernels_back(monkeypatch, tmp_path):
     monkeypatch.setattr(kernel_cache, "code_fingerprint", lambda: "other")
     with pytest.raises(BaseException, match="scheduled again"):
         compile_model(graph, None, "cpu", num_threads=1)
+
+
+def gpt2_mlp(n=8, d=16):
+    """GPT-2's MLP as exported: linear, GELU in its tanh form with pow(x, 3), linear."""
+    g = GraphBuilder("gpt2_mlp")
+    x = g.input("x", (n, d))
+    h = g.op("add", g.op("matmul", x, g.const("w1", rand(d, 4 * d))), g.const("b1", rand(4 * d)))
+    inner = g.op("add", h, g.op("mul", g.op("pow", h, scalar=3.0), scalar=0.044715))
+    t = g.op("add", g.op("tanh", g.op("mul", inner, scalar=math.sqrt(2 / math.pi))), scalar=1.0)
+    h = g.op("mul", g.op("mul", h, scalar=0.5), t)
+    return g.finish(g.op("matmul", h, g.const("w2", rand(4 * d, d))))
+
+
+def test_gelu_in_its_tanh_form_becomes_one_epilogue():
+    graph = gpt2_mlp()
+    p = prepare(graph)
+    gelus = [n for n in p.nodes if n.op == "gelu"]
+    assert len(gelus) == 1 and gelus[0].attrs == {"approximate": "tanh"}
+    assert not {"pow", "tanh"} & set(ops_of(p))
+    assert "fused_matmul_add_gelu" in [g.name for g in fuse(p)]
+    x = rand(8, 16)
+    np.testing.assert_allclose(evaluate(p, x)[0], evaluate(graph, x)[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.cc
+def test_gpt2_mlp_compiles_and_matches():
+    graph = gpt2_mlp()
+    x = rand(8, 16)
+    compiled = compile_model(graph, None, "cpu", num_threads=1)
+    np.testing.assert_allclose(compiled(x), evaluate(graph, x)[0], rtol=1e-4, atol=1e-4)

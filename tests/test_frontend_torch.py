@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 F = torch.nn.functional
 
-from looptune.frontend.common import ImportError_  # noqa: E402
+from looptune.frontend.common import UnsupportedOperators  # noqa: E402
 from looptune.frontend.torch import from_torch  # noqa: E402
 from looptune.graph import evaluate  # noqa: E402
 from looptune.graph.fuse import fuse  # noqa: E402
@@ -77,6 +77,80 @@ CASES = {
     "dropout_eval": (Fn(lambda s, x: s.mods[0](x) * 2, nn.Dropout(0.5)), (torch.randn(3, 3),)),
 }
 
+# core ATen operators beyond CASES (which the ONNX test also runs)
+ATEN_CASES = {
+    "conv1d": (Fn(lambda s, x: s.mods[0](x), nn.Conv1d(4, 6, 5, stride=2, padding=2, groups=2)),
+               (torch.randn(1, 4, 30),)),
+    "conv1d_same": (Fn(lambda s, x: s.mods[0](x) + s.mods[1](x),
+                       nn.Conv1d(4, 6, 4, padding="same"),
+                       nn.Conv1d(4, 6, 3, padding="same", dilation=2)), (torch.randn(1, 4, 17),)),
+    "conv2d_same": (Fn(lambda s, x: s.mods[0](x), nn.Conv2d(4, 6, (2, 3), padding="same")),
+                    x4()),
+    "pool1d_bn1d": (Fn(lambda s, x: F.avg_pool1d(F.max_pool1d(s.mods[0](x), 3), 2),
+                       nn.BatchNorm1d(4)), (torch.randn(2, 4, 25),)),
+    "pool_ceil_mode": (Fn(lambda s, x: F.max_pool2d(x, 3, 2, ceil_mode=True)
+                          + F.avg_pool2d(x, 3, 2, ceil_mode=True)), x4(hw=10)),
+    "avg_pool_exclude_pad": (Fn(lambda s, x: F.avg_pool2d(x, 3, 1, 1, count_include_pad=False)),
+                             x4()),
+    "clamps": (Fn(lambda s, x: F.relu6(x * 4) + F.hardtanh(x, -0.5, 0.5) + x.clamp(min=0.1)
+                  + x.clamp(max=-0.2) + F.hardswish(x * 4) + F.hardsigmoid(x * 4)),
+               (torch.randn(4, 9),)),
+    "unary_math": (Fn(lambda s, x: torch.rsqrt(x.abs() + 1) + torch.reciprocal(x.abs() + 1)
+                      + torch.log(x.abs() + 1) + x.pow(2) + x.abs().pow(1.5) + 2.0 ** x
+                      + F.leaky_relu(x, 0.1) + F.elu(x) + F.softplus(x) + F.mish(x)),
+                   (torch.randn(4, 9),)),
+    "compare_where": (Fn(lambda s, a, b: torch.where(a > b, a, b * 2) + (a <= 0).float()
+                         + torch.where(a != b, 1.0, 0.0) + (a == a).float()
+                         + torch.where(b >= 0.5, a, torch.zeros_like(a))),
+                      (torch.randn(3, 8), torch.randn(1, 8))),
+    "int_arithmetic": (Fn(lambda s, ids: ((ids.ne(1).int().cumsum(1) * ids.ne(1).int()) + 1)
+                          .float() * 0.5), (torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6]]),)),
+    "reductions": (Fn(lambda s, x: x.mean(dim=(0, 2), keepdim=True).sum() + x.amax(dim=1).sum(-1)
+                      - x.amin(dim=(1, 2)) + x.sum(dim=-1).mean(1)),
+                   (torch.randn(3, 4, 5),)),
+    "var_std": (Fn(lambda s, x: x.var(dim=-1, keepdim=True).sum(-1) + x.std(dim=1)
+                   + torch.var_mean(x, dim=1, correction=0)[0]
+                   + torch.var_mean(x, dim=1)[1]), (torch.randn(3, 6),)),
+    "log_softmax": (Fn(lambda s, x: F.log_softmax(x, dim=1)), (torch.randn(2, 7, 3),)),
+    "layer_norm_2d_group_norm": (Fn(lambda s, x: s.mods[0](x).sum(1) + s.mods[1](x).sum(1),
+                                    nn.LayerNorm([4, 6]), nn.GroupNorm(2, 4)),
+                                 (torch.randn(2, 4, 4, 6),)),
+    "matmul_broadcast_addmm": (Fn(lambda s, a, b, c: (a @ b).sum(0)[0]
+                                  + torch.addmm(c, a[0, 0], b[0, 0, :, :5], beta=0.5, alpha=2.0)),
+                               (torch.randn(2, 1, 5, 8), torch.randn(1, 3, 8, 5),
+                                torch.randn(5, 5))),
+    "expand_gather": (Fn(lambda s, x, idx: x.unsqueeze(0).expand(3, -1, -1).sum(0)
+                         + torch.gather(x, 1, idx) + x.index_select(1, idx[0])),
+                      (torch.randn(2, 3), torch.tensor([[2, 0, 1], [1, 1, 0]]))),
+    "split_chunk_unbind_stack": (Fn(lambda s, x: torch.stack(
+        [a + b for a, b in zip(x.chunk(2, dim=1), x.split([3, 3], dim=1))], 0).sum(0)
+        + torch.cat(x.unbind(0), 0).reshape(4, 3)[1:3]), (torch.randn(2, 6),)),
+    "pad_select_casts": (Fn(lambda s, x: F.pad(x, (1, 2, 0, 1), value=0.5)[:, 1]
+                            + x.to(torch.float64).to(torch.float32).sum()),
+                         (torch.randn(2, 3, 4),)),
+    "constant_folding": (Fn(lambda s, x: x + torch.arange(x.shape[-1]).float()[None]
+                            * torch.ones(x.shape[0], 1) + torch.full_like(x, 2.0)
+                            + (torch.arange(4)[:, None] <= torch.arange(4)[None]).float()[0]),
+                         (torch.randn(3, 4),)),
+    "attention": (Fn(lambda s, q, k, v: F.scaled_dot_product_attention(q, k, v)
+                     + F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                     + F.scaled_dot_product_attention(
+                         q, k, v, attn_mask=torch.ones(5, 5).tril().bool(), scale=0.3)),
+                  (torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4))),
+    "index_max_dim": (Fn(lambda s, x, idx: x[:, idx].sum(1) + x[idx[:2]].sum(0)
+                         + x.max(dim=1)[0] + x.min(dim=1, keepdim=True).values
+                         + x.clamp_min(0.2) + x.clamp_max(-0.2)),
+                      (torch.randn(3, 3), torch.tensor([2, 0, 1]))),
+    "upsample": (Fn(lambda s, x: F.interpolate(x, scale_factor=2, mode="nearest")
+                    + F.interpolate(x, size=(16, 16), mode="bilinear")
+                    + F.interpolate(x, size=(16, 16), mode="bilinear", align_corners=True)
+                    + F.interpolate(x, scale_factor=1.5, mode="nearest")[..., :4, :4]
+                    .repeat(1, 1, 4, 4)
+                    + F.interpolate(x[..., :5, :5], scale_factor=1.5, mode="bilinear")
+                    [..., :4, :4].repeat(1, 1, 4, 4)), x4()),
+}
+ALL_CASES = {**CASES, **ATEN_CASES}
+
 
 def expected_and_inputs(model, inputs):
     model.eval()
@@ -87,9 +161,9 @@ def expected_and_inputs(model, inputs):
     return [w.numpy() for w in want], arrays
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", sorted(ALL_CASES))
 def test_imported_operators_match_torch(case):
-    model, inputs = CASES[case]
+    model, inputs = ALL_CASES[case]
     graph = from_torch(model, inputs)
     want, arrays = expected_and_inputs(model, inputs)
     for got, w in zip(evaluate(graph, *arrays), want, strict=True):
@@ -97,10 +171,10 @@ def test_imported_operators_match_torch(case):
 
 
 @pytest.mark.cc
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", sorted(ALL_CASES))
 def test_imported_operators_run_as_kernels(case):
     from test_graph import run_kernels
-    model, inputs = CASES[case]
+    model, inputs = ALL_CASES[case]
     graph = from_torch(model, inputs)
     want, arrays = expected_and_inputs(model, inputs)
     for got, w in zip(run_kernels(graph, *arrays), want, strict=True):
@@ -114,11 +188,32 @@ def test_batch_norm_folds_into_the_convolution():
     assert [g.name for g in fuse(graph)] == ["fused_conv2d_add_relu"]
 
 
-def test_an_unsupported_operator_is_named_with_its_node():
-    model = Fn(lambda s, x: torch.cumsum(x, dim=0))
-    with pytest.raises(ImportError_, match=r"PyTorch operator aten\.cumsum\.default \(node "
-                                           r"cumsum\) is not supported.*supported: .*conv2d"):
+def test_every_unsupported_operator_is_named_in_one_error():
+    model = Fn(lambda s, x: torch.sort(x, dim=0)[0] + torch.sort(x * 2, dim=1)[0]
+               + torch.topk(x, 3, dim=1)[0].sum(1, keepdim=True) + F.relu(x))
+    with pytest.raises(UnsupportedOperators) as info:
         from_torch(model, (torch.randn(3, 3),))
+    assert set(info.value.problems) == {"aten.sort.default", "aten.topk.default"}
+    assert info.value.problems["aten.sort.default"][0] == 2
+    message = str(info.value)
+    assert "aten.sort.default x2 (e.g. node sort)" in message
+    assert "aten.topk.default x1 (e.g. node topk)" in message
+
+
+def test_a_refused_attribute_is_named_with_its_reason():
+    model = Fn(lambda s, x: F.max_pool2d(x, 2, dilation=2) + 1)
+    with pytest.raises(UnsupportedOperators, match=r"max_pool2d_with_indices\.default x1 .*"
+                                                   r"dilation"):
+        from_torch(model, x4())
+
+
+def test_an_exported_program_imports_like_its_module():
+    model, inputs = ATEN_CASES["clamps"]
+    with torch.no_grad():
+        ep = torch.export.export(model.eval(), inputs)
+    assert from_torch(ep).structurally_equal(from_torch(model, inputs))
+    with pytest.raises(TypeError, match="example inputs"):
+        from_torch(model)
 
 
 def test_from_torch_needs_a_module():
@@ -143,3 +238,35 @@ def test_the_same_models_through_onnx_match_torch(case):
     graph = from_onnx(onnx.load_from_string(f.getvalue()))
     for got, w in zip(evaluate(graph, *arrays), want, strict=True):
         np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-5)
+
+
+ZOO_SMALL = ("mobilenet_v3_small", "bert_tiny", "m5")
+
+
+def zoo_model(name):
+    pytest.importorskip("torchvision")
+    pytest.importorskip("transformers")
+    from looptune.testing import zoo
+    assert set(ZOO_SMALL) == set(zoo.names("small"))
+    model, inputs = zoo.build(name)
+    want, arrays = expected_and_inputs(model, inputs)
+    return from_torch(model, inputs), arrays, want[0]
+
+
+def rel_err(got, want):
+    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+
+
+@pytest.mark.parametrize("name", ZOO_SMALL)
+def test_the_small_zoo_imports_and_matches_torch(name):
+    graph, arrays, want = zoo_model(name)
+    assert rel_err(evaluate(graph, *arrays)[0], want) <= 1e-4
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("name", ZOO_SMALL)
+def test_the_small_zoo_compiles_and_matches_torch(name):
+    import looptune
+    graph, arrays, want = zoo_model(name)
+    compiled = looptune.compile_model(graph, target="cpu")
+    assert rel_err(compiled(*arrays), want) <= 1e-3

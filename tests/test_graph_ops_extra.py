@@ -600,3 +600,24 @@ def test_out_of_range_constant_indices_are_an_error_not_a_clamp():
         y = g.op(op, data, g.const("i", np.array(idx, "int32")), **attrs)
         with pytest.raises(GraphError, match=r"index -?\d+ is out of range for an axis of size 5"):
             fold_constants(g.finish(g.op("add", x, y)))
+
+
+def test_shape_operators_check_their_inputs():
+    g = GraphBuilder()
+    x, i = g.input("x", (2, 3, 4, 4)), g.input("i", (2,), "int32")
+    with pytest.raises(GraphError, match=r"gather\): indices must be integers"):
+        g.op("gather", x, x)
+    with pytest.raises(GraphError, match=r"gather\): axis 4 is out of range"):
+        g.op("gather", x, i, axis=4)
+    with pytest.raises(GraphError, match=r"expand\): cannot broadcast \(2, 3, 4, 4\)"):
+        g.op("expand", x, shape=(5, 4, 4))
+    with pytest.raises(GraphError, match=r"resize\): mode must be one of"):
+        g.op("resize", x, sizes=(2, 3, 8, 8), mode="cubic")
+    with pytest.raises(GraphError, match=r"resize\): sizes must give all 4"):
+        g.op("resize", x, sizes=(8, 8))
+    with pytest.raises(GraphError, match=r"attention\): q \(..., Lq, D\)"):
+        g.op("attention", x, x, g.input("v", (2, 3, 5, 4)))
+    with pytest.raises(GraphError, match=r"attention\): the mask \(3, 4\) does not broadcast"):
+        g.op("attention", x, x, x, g.input("m", (3, 4)))
+    with pytest.raises(GraphError, match=r"unknown attribute\(s\) count_include_pad"):
+        g.op("max_pool2d", x, kernel=2, count_include_pad=False)

@@ -3,9 +3,9 @@ framework, an optional extra: pip install 'looptune[torch]' or 'looptune[onnx]'.
 from __future__ import annotations
 
 
-def from_torch(module, example_inputs, **kwargs):
+def from_torch(model, example_inputs=None, **kwargs):
     from .torch import from_torch as f
-    return f(module, example_inputs, **kwargs)
+    return f(model, example_inputs, **kwargs)
 
 
 def from_onnx(model, **kwargs):

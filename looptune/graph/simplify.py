@@ -117,51 +117,88 @@ def _channels_last_groups(node) -> bool:
 
 
 _PROBE = np.linspace(-6, 6, 97)
-# x * f(x) -> act(x), f as exporters spell it (checked by value, whatever the spelling)
-_GATES = {"silu": lambda t: 1 / (1 + np.exp(-t)),
-          "gelu": lambda t: 0.5 * (1 + np.vectorize(math.erf)(t / math.sqrt(2)))}
+# y = act(x) as exporters spell it in elementwise nodes (checked by value, whatever the
+# spelling): activation name, attributes, y as a function of x
+_ACTIVATIONS = (
+    ("silu", {}, lambda t: t / (1 + np.exp(-t))),
+    ("gelu", {}, lambda t: 0.5 * t * (1 + np.vectorize(math.erf)(t / math.sqrt(2)))),
+    ("gelu", {"approximate": "tanh"},
+     lambda t: 0.5 * t * (1 + np.tanh(math.sqrt(2 / math.pi) * (t + 0.044715 * t ** 3)))),
+)
+_CONE = 12  # nodes an activation may be spelled with
 
 
-def _gate_of(x, m, readers, outputs) -> str | None:
-    """The activation whose gate f makes m = f(x), when m comes from x through a short chain
-    of elementwise nodes, each with one tensor input and no other reader."""
+def _cone(y, x, readers, outputs):
+    """The elementwise nodes that make y from x alone, in graph order: every tensor they read
+    is x or made among them (constants are scalars), and nothing else reads what they make
+    (y aside). None where y is not such a function of x."""
     from .op import get_graph_op
-    chain, v = [], m
-    while v is not x:
+    nodes, seen, stack = {}, set(), [y]
+    while stack:
+        v = stack.pop()
+        if v is x or id(v) in seen:
+            continue
         p = v.producer
-        if p is None or len(chain) >= 6 or get_graph_op(p.op).kind != "elementwise" \
-                or len(readers.get(id(v), [])) != 1 or id(v) in outputs:
+        if p is None or len(nodes) >= _CONE or get_graph_op(p.op).kind != "elementwise" \
+                or any(a.is_const and a.data.size != 1 for a in p.inputs):
             return None
-        tensors = [a for a in p.inputs if not a.is_const]
-        if len(tensors) != 1 or any(a.is_const and a.data.size != 1 for a in p.inputs):
+        seen.add(id(v))
+        nodes[id(p)] = p
+        stack.extend(a for a in p.inputs if not a.is_const)
+    for n in nodes.values():
+        if n.output is not y and (id(n.output) in outputs or any(
+                id(r) not in nodes for r in readers.get(id(n.output), []))):
             return None
-        chain.append(p)
-        v = tensors[0]
-    if not chain:
-        return None
-    t = _PROBE.astype(np.float32)
-    for p in reversed(chain):
-        arrays = [t if not a.is_const else a.data.reshape(()) for a in p.inputs]
-        t = np.asarray(get_graph_op(p.op).ref(arrays, p.attrs), dtype=np.float32)
-    return next((name for name, f in _GATES.items()
-                 if np.allclose(t, f(_PROBE), rtol=1e-5, atol=1e-6)), None)
+    return list(nodes.values())
+
+
+def _activation_of(y, readers, outputs, order):
+    """(activation, attributes, x) when y = act(x) for a value x that y's elementwise nodes
+    read at least twice (x * sigmoid(x), x * 0.5 * (1 + erf(x / sqrt(2))), ...), else None."""
+    region, stack = [], [y]
+    while stack and len(region) < _CONE:  # the values upstream of y: candidates for x
+        v = stack.pop()
+        p = v.producer
+        if p is None:
+            continue
+        for a in p.inputs:
+            if not a.is_const and a not in region:
+                region.append(a)
+                stack.append(a)
+    from .op import get_graph_op
+    for x in region:
+        if len(readers.get(id(x), [])) < 2:
+            continue
+        nodes = _cone(y, x, readers, outputs)
+        if not nodes or len(nodes) < 2:
+            continue
+        env = {id(x): _PROBE.astype(np.float32)}
+        for n in sorted(nodes, key=lambda n: order[id(n)]):
+            arrays = [a.data.reshape(()) if a.is_const else env[id(a)] for a in n.inputs]
+            with np.errstate(all="ignore"):
+                env[id(n.output)] = np.asarray(get_graph_op(n.op).ref(arrays, n.attrs),
+                                               dtype=np.float32)
+        for name, attrs, f in _ACTIVATIONS:
+            if np.allclose(env[id(y)], f(_PROBE), rtol=1e-5, atol=1e-5):
+                return name, attrs, x
+    return None
 
 
 def fuse_activations(graph: Graph) -> Graph:
-    """x * sigmoid(x) -> silu(x), x * 0.5 * (1 + erf(x / sqrt(2))) -> gelu(x), as exporters
-    spell them: x is read twice, so no node of the pattern would fuse into the convolution or
-    matmul that makes x; one activation fuses as its epilogue."""
+    """x * sigmoid(x) -> silu(x); x * 0.5 * (1 + erf(x / sqrt(2))) and its tanh form (GPT-2's,
+    with pow(x, 3)) -> gelu(x), however exporters spell them: x is read twice, so no node of
+    the pattern would fuse into the convolution or matmul that makes x, and pow is a libm
+    call per element; one activation fuses as its epilogue."""
     readers = graph.consumers()
     outputs = {id(v) for v in graph.outputs}
-    act: dict = {}  # id(mul node) -> (activation, x)
+    order = {id(n): i for i, n in enumerate(graph.nodes)}
+    from .op import get_graph_op
+    act: dict = {}  # id(node making y) -> (activation, attributes, x)
     for node in graph.nodes:
-        if node.op != "mul" or len(node.inputs) != 2 or node.attrs:
-            continue
-        for x, m in (node.inputs, node.inputs[::-1]):
-            name = None if x.is_const else _gate_of(x, m, readers, outputs)
-            if name is not None:
-                act[id(node)] = (name, x)
-                break
+        if get_graph_op(node.op).kind == "elementwise" and len(node.inputs) <= 2:
+            found = _activation_of(node.output, readers, outputs, order)
+            if found is not None:
+                act[id(node)] = found
     if not act:
         return graph
     g = GraphBuilder(graph.name)
@@ -172,9 +209,9 @@ def fuse_activations(graph: Graph) -> Graph:
 
     for node in graph.nodes:
         if id(node) in act:
-            name, x = act[id(node)]
-            vmap[id(node.output)] = g.op(name, get(x), name=node.name)
-        else:  # the gate's nodes too: remove_dead drops them
+            name, attrs, x = act[id(node)]
+            vmap[id(node.output)] = g.op(name, get(x), name=node.name, **attrs)
+        else:  # the pattern's other nodes too: remove_dead drops them
             vmap[id(node.output)] = g.op(node.op, *[get(v) for v in node.inputs],
                                          name=node.name, **node.attrs)
     return remove_dead(g.finish(*[get(v) for v in graph.outputs]))
