@@ -61,3 +61,33 @@ def test_inspect_refuses_what_it_cannot_read(tmp_path, capsys):
     bad.write_text("hello")
     assert main(["inspect", str(bad)]) == 2
     assert ".onnx files and .pt2 files" in capsys.readouterr().err
+
+
+def test_inspect_reads_a_torch_export_file(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(16, 8)
+
+        def forward(self, x):
+            return torch.nn.functional.hardswish(self.fc(x)).sort(-1)[0]
+
+    ep = torch.export.export(Net().eval(), (torch.randn(2, 16),))
+    path = tmp_path / "net.pt2"
+    torch.export.save(ep, str(path))
+    assert main(["inspect", str(path)]) == 1  # sort does not import; all else does
+    out = capsys.readouterr().out
+    assert "torch.export program" in out and "aten.sort" in out and "1 operator(s) unsupported" in out
+
+
+@pytest.mark.cc
+def test_run_compiles_a_torch_export_file(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    net = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.Hardswish()).eval()
+    path = tmp_path / "net.pt2"
+    torch.export.save(torch.export.export(net, (torch.randn(2, 16),)), str(path))
+    assert main(["run", str(path), "--work-dir", str(tmp_path / "none")]) == 0
+    out = capsys.readouterr().out
+    assert "0 of 1 tasks tuned" in out and "ms per inference" in out

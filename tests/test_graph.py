@@ -195,3 +195,15 @@ def test_channels_last_convolution_kernels_match():
         x = rand(*graph.inputs[0].shape)
         compiled = compile_model(graph, None, "cpu", num_threads=1)
         np.testing.assert_allclose(compiled(x), evaluate(graph, x)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_reshaped_value_that_broadcasts_stays_where_it_is():
+    """sink_views moves a reshape below an elementwise operator only when the reshaped value
+    has the output's size: a scalar reshaped to () and added to a vector broadcasts."""
+    from looptune.graph.simplify import prepare
+    g = GraphBuilder("scalar")
+    x = g.input("x", (3, 4))
+    total = g.op("reshape", g.op("sum", x, axis=(0, 1)), shape=())
+    graph = g.finish(g.op("add", g.op("max", x, axis=1), total))
+    a = rand(3, 4)
+    np.testing.assert_allclose(evaluate(prepare(graph), a)[0], a.max(1) + a.sum(), rtol=1e-5)

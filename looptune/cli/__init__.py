@@ -71,11 +71,13 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--by", default="auto", choices=["auto", "run", "strategy"],
                     help="one line per run, or per strategy (the median over its runs); "
                     "auto: per strategy past 8 runs (default)")
-    m = sub.add_parser("tune-model", help="tune every task of an ONNX model",
-                       description="Import an ONNX model, fuse it, tune its distinct tasks "
-                       "under one budget (weighted by how often each runs), and compare the "
-                       "model end to end with its untuned build.")
-    m.add_argument("model", help="an .onnx file (static input shapes)")
+    m = sub.add_parser("tune-model", help="tune every task of a model (ONNX or torch.export)",
+                       description="Import a model (ONNX, or a .pt2 from "
+                       "torch.export.save), fuse it, tune its distinct tasks under one "
+                       "budget (weighted by how often each runs), and compare the model end "
+                       "to end with its untuned build.")
+    m.add_argument("model", help="an .onnx file (static input shapes) or a .pt2 "
+                   "file (torch.export.save)")
     m.add_argument("--trials", type=int, default=256, help="budget over all tasks (default 256)")
     m.add_argument("--work-dir", default="looptune-work")
     m.add_argument("--op-names", nargs="*", default=None, help="tune only the tasks whose "
@@ -90,8 +92,9 @@ def parser() -> argparse.ArgumentParser:
                        "ones looptune's importer cannot translate (all of them at once), and "
                        "list the fused kernels' distinct tasks with their weights and work.")
     i.add_argument("model", help="an .onnx file, or a .pt2 file from torch.export.save")
-    r = sub.add_parser("run", help="compile an ONNX model with its tuning records and time it")
-    r.add_argument("model", help="an .onnx file (static input shapes)")
+    r = sub.add_parser("run", help="compile a model with its tuning records and time it")
+    r.add_argument("model", help="an .onnx file (static input shapes) or a .pt2 "
+                   "file (torch.export.save)")
     r.add_argument("--work-dir", default="looptune-work")
     r.add_argument("--threads", type=int, default=1, help="threads per kernel (default 1)")
     r.add_argument("--target", default="cpu")

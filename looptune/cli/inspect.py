@@ -25,22 +25,13 @@ def source_operators(path: Path) -> tuple[str, Counter]:
     return f"torch.export program, {sum(ops.values())} calls", ops
 
 
-def import_model(path: Path):
-    """The model's graph, or the importer's error."""
-    if path.suffix == ".onnx":
-        from ..frontend.onnx import from_onnx
-        return from_onnx(str(path))
-    import torch
-    from ..frontend.torch import from_torch
-    return from_torch(torch.export.load(str(path)))
-
-
 def run(args) -> int:
     from ..frontend.common import ImportError_, UnsupportedOperators
+    from .model import MODEL_FILES, import_model
     path = Path(args.model)
     if not path.is_file():
         raise CLIError(f"no such file: {args.model}")
-    if path.suffix not in (".onnx", ".pt2"):
+    if path.suffix not in MODEL_FILES:
         raise CLIError(f"{args.model}: inspect reads .onnx files and .pt2 files "
                        "(torch.export.save)")
     try:

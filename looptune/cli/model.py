@@ -1,4 +1,4 @@
-"""`looptune tune-model` and `looptune run`: whole models from ONNX files."""
+"""`looptune tune-model` and `looptune run`: whole models from ONNX or torch.export files."""
 from __future__ import annotations
 
 import statistics
@@ -12,16 +12,29 @@ import numpy as np
 from .tune import CLIError
 
 
+MODEL_FILES = (".onnx", ".pt2")
+
+
+def import_model(path: Path):
+    """The graph of an .onnx file or a .pt2 file (torch.export.save); the importer's errors
+    pass through."""
+    if path.suffix == ".onnx":
+        from ..frontend.onnx import from_onnx
+        return from_onnx(str(path))
+    from ..frontend.torch import _torch, from_torch
+    return from_torch(_torch().export.load(str(path)))
+
+
 def load_graph(path: str):
     p = Path(path)
     if not p.is_file():
         raise CLIError(f"no such file: {path}")
-    if p.suffix != ".onnx":
-        raise CLIError(f"{path}: looptune reads models from .onnx files here (from Python, "
-                       "looptune.from_torch imports a torch module)")
+    if p.suffix not in MODEL_FILES:
+        raise CLIError(f"{path}: looptune reads models from .onnx files and .pt2 files "
+                       "(torch.export.save); from Python, looptune.from_torch imports a "
+                       "torch module")
     try:
-        from ..frontend.onnx import from_onnx
-        return from_onnx(str(p))
+        return import_model(p)
     except ImportError as e:
         raise CLIError(str(e)) from None
     except ValueError as e:  # GraphError and the importer's errors

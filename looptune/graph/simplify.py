@@ -324,10 +324,12 @@ def sink_views(graph: Graph) -> Graph:
             continue
         kind = get_graph_op(node.op).kind
         viewed = [base(a) for a in args]
-        # a reshaped kernel output (not a reshaped graph input: nothing would fuse); first
+        # a reshaped kernel output (not a reshaped graph input: nothing would fuse) with as
+        # many elements as the output (a reshaped value that broadcasts stays put); first
         # one this node alone reads (its kernel can take this node as its epilogue)
         kernels = [(b, v) for b, v in zip(viewed, node.inputs)
-                   if b is not None and b.producer is not None]
+                   if b is not None and b.producer is not None
+                   and b.type.size == node.output.type.size]
         pick = next((b for b, v in kernels if uses(v) == 1), kernels[0][0] if kernels else None)
         if kind == "elementwise" and pick is not None:
             shape, inner = node.output.shape, pick.shape
