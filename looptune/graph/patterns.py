@@ -12,8 +12,6 @@ names or spelling the exporter chose:
   v projections), with their bias adds, -> one matmul by the concatenated weights, whose
   slices the readers take (and fusion reads in place): one kernel for three, the input
   read once.
-- `recognize_activations`: an elementwise region computing gelu (erf or tanh) or silu of
-  one tensor -> that activation, which fuses into the matmul before it.
 - `recognize_rms_norm`: x * 1/sqrt(mean(x * x) + eps) [* w] -> rms_norm(x, w, eps).
 - `slices_before_transposes`: slices of a transposed tensor (ViT's q, k, v taken from a
   (3, L, ...) transpose of the fused projection) slice the source instead:
@@ -27,14 +25,28 @@ names or spelling the exporter chose:
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .ir import Graph, GraphBuilder, Value
 from .op import get_graph_op
 
 _MOVES = ("transpose", "reshape", "slice")
+
+
+def _rebuild(graph: Graph, replace, new_of: dict) -> Graph:
+    """The graph rebuilt node by node: replace(node, new args, builder) gives a node's new
+    output value, or None to copy the node; new_of (id(old value) -> new) fills as it goes."""
+    g = GraphBuilder(graph.name)
+    for v in graph.inputs:
+        new_of[id(v)] = g.input(v.name, v.shape, v.dtype)
+
+    for node in graph.nodes:
+        args = [_new(new_of, v) for v in node.inputs]
+        out = replace(node, args, g)
+        new_of[id(node.output)] = out if out is not None else \
+            g.op(node.op, *args, name=node.name, **node.attrs)
+    from .simplify import remove_dead
+    return remove_dead(g.finish(*[_new(new_of, v) for v in graph.outputs]))
 
 
 def _new(new_of: dict, v: Value) -> Value:
@@ -109,114 +121,6 @@ def keys_transposed_once(graph: Graph) -> Graph:
         return g.op("batch_matmul", args[0], kt, name=node.name, **attrs)
 
     return _rebuild(graph, replace, {})
-
-
-# ------------------------------------------------------------------ activations by value
-_PROBE = np.linspace(-6, 6, 97)
-_ACTIVATIONS = {  # name, attrs -> f(t)
-    ("gelu", ()): lambda t: 0.5 * t * (1 + np.vectorize(math.erf)(t / math.sqrt(2))),
-    ("gelu", (("approximate", "tanh"),)): lambda t: 0.5 * t * (
-        1 + np.tanh(math.sqrt(2 / math.pi) * (t + 0.044715 * t ** 3))),
-    ("silu", ()): lambda t: t / (1 + np.exp(-t)),
-}
-_MAX_REGION = 12
-
-
-def _region(y_node, x: Value, readers, outputs):
-    """The nodes between x and y_node (y_node included) when every one is elementwise, reads
-    only x, numbers and the region's values, and no value but y's leaves the region; None
-    otherwise."""
-    region, stack = {}, [y_node]
-    while stack:
-        n = stack.pop()
-        if id(n) in region:
-            continue
-        if get_graph_op(n.op).kind != "elementwise" or len(region) >= _MAX_REGION:
-            return None
-        region[id(n)] = n
-        for a in n.inputs:
-            if a is x or (a.is_const and a.data.size == 1):
-                continue
-            if a.is_const or a.producer is None:
-                return None
-            stack.append(a.producer)
-    for n in region.values():
-        if n is y_node:
-            continue
-        if id(n.output) in outputs or any(id(r) not in region
-                                          for r in readers.get(id(n.output), [])):
-            return None
-    return region
-
-
-def _probe(region, order, x: Value, y_node):
-    env = {id(x): _PROBE.astype(np.float32)}
-    for n in sorted(region.values(), key=order.__getitem__):
-        arrays = [env[id(a)] if not a.is_const else a.data.reshape(()) for a in n.inputs]
-        with np.errstate(all="ignore"):
-            env[id(n.output)] = np.asarray(get_graph_op(n.op).ref(arrays, n.attrs),
-                                           dtype=np.float32)
-    return env[id(y_node.output)]
-
-
-def recognize_activations(graph: Graph) -> Graph:
-    readers = graph.consumers()
-    outputs = {id(v) for v in graph.outputs}
-    order = {n: i for i, n in enumerate(graph.nodes)}
-    found: dict = {}  # id(node) -> (op, attrs, x)
-    for node in graph.nodes:
-        if node.op != "mul":
-            continue
-        # x: a tensor the region's first nodes read, tried nearest the top first
-        candidates, seen, stack = [], set(), [node]
-        while stack and len(seen) < _MAX_REGION:
-            n = stack.pop()
-            if id(n) in seen or get_graph_op(n.op).kind != "elementwise":
-                continue
-            seen.add(id(n))
-            for a in n.inputs:
-                if not a.is_const and a.shape == node.output.shape:
-                    candidates.append(a)
-                if a.producer is not None:
-                    stack.append(a.producer)
-        for x in dict.fromkeys(candidates):
-            region = _region(node, x, readers, outputs)
-            if region is None or len(region) < 2:
-                continue
-            t = _probe(region, order, x, node)
-            match = next((k for k, f in _ACTIVATIONS.items()
-                          if np.allclose(t, f(_PROBE), rtol=1e-5, atol=1e-6)), None)
-            if match is not None:
-                found[id(node)] = (match[0], dict(match[1]), x)
-                break
-    if not found:
-        return graph
-
-    new_of: dict = {}
-
-    def replace(node, args, g):  # the region's inner nodes are copied, then dropped as dead
-        if id(node) not in found:
-            return None
-        op, attrs, x = found[id(node)]
-        return g.op(op, _new(new_of, x), name=node.name, **attrs)
-
-    return _rebuild(graph, replace, new_of)
-
-
-def _rebuild(graph: Graph, replace, new_of: dict) -> Graph:
-    """The graph rebuilt node by node: replace(node, new args, builder) gives a node's new
-    output value, or None to copy the node; new_of (id(old value) -> new) fills as it goes."""
-    g = GraphBuilder(graph.name)
-    for v in graph.inputs:
-        new_of[id(v)] = g.input(v.name, v.shape, v.dtype)
-
-    for node in graph.nodes:
-        args = [_new(new_of, v) for v in node.inputs]
-        out = replace(node, args, g)
-        new_of[id(node.output)] = out if out is not None else \
-            g.op(node.op, *args, name=node.name, **node.attrs)
-    from .simplify import remove_dead
-    return remove_dead(g.finish(*[_new(new_of, v) for v in graph.outputs]))
 
 
 # ------------------------------------------------------------------ RMSNorm
@@ -473,5 +377,4 @@ def merge_sibling_matmuls(graph: Graph) -> Graph:
 def rewrite_patterns(graph: Graph) -> Graph:
     """Every pattern of this module, in order."""
     graph = recognize_rms_norm(graph)
-    graph = recognize_activations(graph)
     return scale_after_matmul(keys_transposed_once(graph))
