@@ -142,10 +142,20 @@ def vit_attention_scores():
 
 
 # ------------------------------------------------------------------ pure Python
-def test_nan_guard_is_the_softmax_epilogue():
+def test_nan_guard_is_read_by_the_next_matmul():
+    """where(isnan(p), 0, p) after a softmax reads p twice: it does not fuse into the softmax
+    (dlight would inline the softmax into it three times, unvectorized); the batch matmul
+    that reads it takes it as its A operand's prologue. Alone, it is a kernel."""
     graph, inputs = nan_guarded_softmax()
-    assert kernels_of(graph, *inputs) == ["fused_add_softmax_isnan_where"]
+    assert kernels_of(graph, *inputs) == ["fused_add_softmax", "fused_isnan_where"]
     assert not np.isnan(evaluate(graph, *inputs)[0]).any()
+    g = GraphBuilder("guard_pv")
+    x, v = g.input("x", (2, 8, 16)), g.input("v", (2, 16, 4))
+    p = g.op("softmax", x, axis=-1)
+    p = g.op("where", g.op("isnan", p), g.const("zero", np.float32(0)), p)
+    graph = g.finish(g.op("batch_matmul", p, v))
+    assert kernels_of(graph, rand(2, 8, 16), rand(2, 16, 4)) == [
+        "fused_softmax", "fused_isnan_where_batch_matmul"]
 
 
 @pytest.mark.parametrize("spelling,attrs", [("tanh", {"approximate": "tanh"}), ("erf", {})])
@@ -166,15 +176,16 @@ def test_rms_norm_chain_becomes_rms_norm(spelling):
 def test_attention_reads_heads_in_place():
     """Before: 16 kernels (3 projections, 5 copies, the NaN guard, 2 scalings of their own).
     After: q, k and v as one projection; one copy of k^T (read by rows, it must be
-    contiguous); q k^T with the scale and mask as epilogue; the guarded softmax; p v; and
+    contiguous); q k^T with the scale and mask as epilogue; the softmax; p v reading the NaN
+    guard as its prologue; and
     the out projection reading the heads merged."""
     graph, inputs = attention_block("separate")
     assert kernels_of(graph, *inputs) == [
         "fused_matmul_add",
         "fused_slice_reshape_transpose_reshape_transpose",
         "fused_slice_reshape_transpose_reshape_batch_matmul_mul_add",
-        "fused_softmax_isnan_where",
-        "fused_slice_reshape_transpose_reshape_batch_matmul",
+        "fused_softmax",
+        "fused_slice_reshape_transpose_reshape_isnan_where_reshape_batch_matmul",
         "fused_transpose_reshape_matmul_add"]
     (merged,) = [n for n in prepare(graph).nodes if n.op == "matmul" and
                  n.output.shape == (L, 3 * E)]

@@ -7,11 +7,12 @@
   gate) does not: the group's kernel would compute each of its elements once per pixel.
 - A reduction (softmax, layer_norm, mean) absorbs the group of elementwise nodes that feeds
   it, when it is that group's only reader: its prologue.
-- An elementwise node that closes a diamond joins too: where(isnan(p), 0, p) after a
-  softmax reads p twice, but every reader of p is in the group or this node.
 - A matmul or batch_matmul absorbs the transposes, slices and views that alone feed its
   operands (attention's head split, a fused qkv projection's split): its kernel reads the
-  operand through them (dlight inlines them into the matmul's loads) instead of a copy.
+  operand through them (dlight inlines them into the matmul's loads) instead of a copy;
+  its A operand, loaded one scalar at a time, also through a group of elementwise nodes of
+  one tensor (where(isnan(p), 0, p) after a softmax: a kernel of its own otherwise, and in
+  the softmax's kernel it would recompute the softmax three times, unvectorized).
   Not a B operand whose rows would not be contiguous (k^T of keys stored (L, D)): the
   copy, vectorizable, is cheaper than gathering every vector. Consecutive copies (a
   transpose of a reshaped transpose) become one copy kernel the same way.
@@ -37,6 +38,8 @@ from .op import get_graph_op
 _EPILOGUE_HOSTS = ("anchor", "reduction", "elementwise", "injective")
 _PROLOGUE_ANCHORS = ("matmul", "batch_matmul")
 _OPERAND_MOVES = ("transpose", "slice", "reshape")
+# elementwise nodes cheap enough to recompute at each load of a matmul's A operand
+_CHEAP = ("isnan", "where", "add", "sub", "mul", "relu")
 
 
 @dataclass
@@ -105,33 +108,38 @@ def fuse(graph: Graph) -> list:
         readers = consumers.get(id(v), [])
         return len(readers) == 1 and readers[0] is node and id(v) not in outputs
 
-    def opens_diamond(v: Value, node) -> bool:
-        """v's other readers are elementwise nodes of v and node's output alone, which join
-        the group right after node (where(isnan(p), 0, p)): p is not needed outside it."""
-        others = [r for r in consumers.get(id(v), []) if r is not node]
-        if id(v) in outputs or len(others) != 1:
-            return False
-        r = others[0]
-        return get_graph_op(r.op).kind == "elementwise" and r.output.shape == v.shape \
-            and sole_reader(node.output, r) \
-            and all(a.is_const or a is v or a is node.output for a in r.inputs)
-
-    def operand_chain(v: Value, node):
+    def operand_chain(v: Value, node, *, pointwise: bool):
         """The groups and views that feed v only to `node`: transposes, slices and views
-        back to another kernel's output; None when v is not such a chain's end."""
+        back to another kernel's output (and with `pointwise`, groups of elementwise nodes
+        of one tensor: the NaN guard after a softmax); None when v is not such a chain's
+        end."""
         path = []  # from node upwards
-        while v.producer is not None and sole_reader(v, path[-1] if path else node) \
-                and v.producer.op in _OPERAND_MOVES:
+
+        def read_inside(x: Value) -> bool:
+            inside = set(map(id, path)) | {id(node)}
+            return id(x) not in outputs and bool(consumers.get(id(x))) \
+                and all(id(r) in inside for r in consumers[id(x)])
+
+        while v.producer is not None and read_inside(v):
             g = group_of.get(id(v))
-            if g is not None:  # a copy kernel of its own: a chain of transposes / slices
-                if g.output is not v or any(n.op not in _OPERAND_MOVES for n in g.nodes) \
-                        or any(b.inputs[0] is not a.output or len(consumers[id(a.output)]) != 1
-                               for a, b in zip(g.nodes, g.nodes[1:])):
+            if g is None:  # a view
+                if v.producer.op != "reshape":
                     break
-                path.extend(reversed(g.nodes))
-            else:
                 path.append(v.producer)
-            v = path[-1].inputs[0]
+                v = v.producer.inputs[0]
+                continue
+            tensors = [x for x in g.inputs if not x.is_const]
+            moves = all(n.op in _OPERAND_MOVES for n in g.nodes)
+            cheap = pointwise and all(n.op in _CHEAP and n.output.shape == g.output.shape
+                                      for n in g.nodes)
+            inner = {id(n) for n in g.nodes} | set(map(id, path)) | {id(node)}
+            if g.output is not v or len(tensors) != 1 or not (moves or cheap) \
+                    or any(id(n.output) in outputs or any(id(r) not in inner for r in
+                                                          consumers.get(id(n.output), []))
+                           for n in g.nodes[:-1]):
+                break
+            path.extend(reversed(g.nodes))
+            v = tensors[0]
         found = path[::-1]
         while found and id(found[0].output) not in group_of:
             found.pop(0)  # views above the first copy: the kernel reads their source
@@ -146,8 +154,7 @@ def fuse(graph: Graph) -> list:
             for v in node.inputs:
                 g = group_of.get(id(v))
                 if g is not None and g.output is v and g.kinds & set(_EPILOGUE_HOSTS) \
-                        and node.output.shape == v.shape \
-                        and (sole_reader(v, node) or opens_diamond(v, node)):
+                        and node.output.shape == v.shape and sole_reader(v, node):
                     target = g
                     break
         elif kind == "reduction":
@@ -160,7 +167,8 @@ def fuse(graph: Graph) -> list:
         elif node.op in _PROLOGUE_ANCHORS or node.op in _OPERAND_MOVES:
             prologue = []
             for i, v in enumerate(node.inputs):
-                chain = operand_chain(v, node) or []
+                chain = operand_chain(v, node, pointwise=i == 0 and node.op in _PROLOGUE_ANCHORS) \
+                    or []
                 if chain and i == 1 and node.op in _PROLOGUE_ANCHORS \
                         and not _rows_contiguous(chain):
                     chain = []  # B's rows would be gathers (k^T): the copy stays
