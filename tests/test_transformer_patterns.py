@@ -177,8 +177,7 @@ def test_attention_reads_heads_in_place():
     """Before: 16 kernels (3 projections, 5 copies, the NaN guard, 2 scalings of their own).
     After: q, k and v as one projection; one copy of k^T (read by rows, it must be
     contiguous); q k^T with the scale and mask as epilogue; the softmax; p v reading the NaN
-    guard as its prologue; and
-    the out projection reading the heads merged."""
+    guard as its prologue; and the out projection reading the heads merged."""
     graph, inputs = attention_block("separate")
     assert kernels_of(graph, *inputs) == [
         "fused_matmul_add",
