@@ -48,16 +48,16 @@ def test_resnet_block_fuses_batch_norms_activations_and_the_shortcut():
 def test_bert_layer_fuses_bias_scale_gelu_and_residuals():
     graph, names = groups_of(Encoder(), torch.randn(1, 16, 32))
     assert names == [
-        "fused_matmul_add", "fused_transpose",          # q = x Wq + b, to heads
-        "fused_matmul_add", "fused_matmul_add",         # k, v
-        "fused_transpose", "fused_transpose",           # k to heads and transposed at once; v
-        "fused_batch_matmul_mul",                       # q k^T / sqrt(d)
+        "fused_matmul_add",                             # q, k, v = x [Wq Wk Wv] + b at once
+        "fused_slice_reshape_transpose",                # k to heads and transposed at once
+        "fused_slice_reshape_transpose_reshape_batch_matmul_mul",  # q (per head) k^T / sqrt(d)
         "fused_softmax",
-        "fused_batch_matmul", "fused_transpose",        # att v, back to tokens
-        "fused_matmul_add_add", "fused_layer_norm",     # out projection + residual, norm
+        "fused_slice_reshape_transpose_reshape_batch_matmul",  # att v (v read per head)
+        "fused_transpose_reshape_matmul_add_add",       # back to tokens as the out
+        "fused_layer_norm",                             # projection reads it, + residual; norm
         "fused_matmul_add_gelu",                        # FFN up
         "fused_matmul_add_add", "fused_layer_norm",     # FFN down + residual, norm
     ]
     tasks = {t.task_name: t.weight for t in extract_tasks(graph)}
-    assert tasks["fused_matmul_add"] == 3           # q, k and v: one task
+    assert tasks["fused_matmul_add"] == 1           # q, k and v: one kernel
     assert tasks["fused_layer_norm"] == 2

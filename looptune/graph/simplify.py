@@ -300,6 +300,21 @@ def sink_views(graph: Graph) -> Graph:
         p = v.producer
         return p.inputs[0] if p is not None and p.op == "reshape" else None
 
+    readers = graph.consumers()
+
+    def uses(v):
+        """The nodes other than reshapes that read v's bytes (through any views)."""
+        while v.producer is not None and v.producer.op == "reshape":
+            v = v.producer.inputs[0]
+        stack, n = [v], 0
+        while stack:
+            for r in readers.get(id(stack.pop()), []):
+                if r.op == "reshape":
+                    stack.append(r.output)
+                else:
+                    n += 1
+        return n
+
     for node in graph.nodes:
         args = [get(v) for v in node.inputs]
         if node.op == "reshape":
@@ -309,10 +324,13 @@ def sink_views(graph: Graph) -> Graph:
             continue
         kind = get_graph_op(node.op).kind
         viewed = [base(a) for a in args]
-        # a reshaped kernel output (not a reshaped graph input: nothing would fuse)
-        # (with as many elements as the output: a reshaped value that broadcasts stays put)
-        pick = next((b for b in viewed if b is not None and b.producer is not None
-                     and b.type.size == node.output.type.size), None)
+        # a reshaped kernel output (not a reshaped graph input: nothing would fuse) with as
+        # many elements as the output (a reshaped value that broadcasts stays put); first
+        # one this node alone reads (its kernel can take this node as its epilogue)
+        kernels = [(b, v) for b, v in zip(viewed, node.inputs)
+                   if b is not None and b.producer is not None
+                   and b.type.size == node.output.type.size]
+        pick = next((b for b, v in kernels if uses(v) == 1), kernels[0][0] if kernels else None)
         if kind == "elementwise" and pick is not None:
             shape, inner = node.output.shape, pick.shape
             new_args = []
@@ -406,15 +424,20 @@ def remove_dead(graph: Graph) -> Graph:
 def prepare(graph: Graph) -> Graph:
     """What every compiled graph goes through before fusion (tuning and compiling alike, so
     that their tasks are the same): constants folded, batch norms in the convolutions,
-    x * sigmoid(x) as silu (and GELU), weights in the layouts kernels read best, convolutional
-    activations channels-last, consecutive transposes merged, reshapes moved below
-    elementwise operators."""
+    x * sigmoid(x) as silu (and GELU), transformer patterns (patterns.py: gelu, rms_norm,
+    scales after matmuls), weights in the layouts kernels read best, convolutional
+    activations channels-last, consecutive transposes merged, slices before transposes,
+    transposes of unit axes as views, reshapes moved below elementwise operators, sibling
+    matmuls (q, k, v) as one."""
     if getattr(graph, "prepared", False):
         return graph  # once: tuning and compiling must see the same kernels
     graph = lower_attention(graph)  # attention: batch matmuls around a softmax
     from .layout import channels_last
-    graph = fuse_activations(fold_conv_affine(graph))
+    from .patterns import (merge_sibling_matmuls, rewrite_patterns, slices_before_transposes,
+                           unit_transposes_as_views)
+    graph = rewrite_patterns(fuse_activations(fold_conv_affine(graph)))
     graph = merge_transposes(channels_last(constant_weight_layouts(graph)))
-    graph = remove_dead(sink_views(graph))
+    graph = unit_transposes_as_views(slices_before_transposes(graph))
+    graph = remove_dead(merge_sibling_matmuls(remove_dead(sink_views(graph))))
     graph.prepared = True
     return graph
