@@ -86,7 +86,7 @@ def many_tasks(n: int):
 
 
 def run(n_tasks, budget, *, per_iter=64, weights=None, base=None, log=None, scheduler="gradient",
-        progress=False):
+        progress=False, max_time_s=None):
     ctxs = many_tasks(n_tasks)
     base = base or {c.task_name: 1e-4 * (1 + i) for i, c in enumerate(ctxs)}
     timer = Timer(base, log)
@@ -95,7 +95,7 @@ def run(n_tasks, budget, *, per_iter=64, weights=None, base=None, log=None, sche
     tune_tasks(ctxs, database=db, max_trials_global=budget, num_trials_per_iter=per_iter,
                task_weights=weights, builder=HashBuilder(), runner=timer,
                task_scheduler=scheduler, check_correctness=False, progress=progress,
-               default_schedule=lambda func, target: Schedule(func))
+               default_schedule=lambda func, target: Schedule(func), max_time_s=max_time_s)
     trials = Counter(r.measure["run"]["task"] for r in db.get_all_tuning_records()
                      if not r.baseline)
     return ctxs, db, trials
@@ -114,6 +114,16 @@ def test_a_small_budget_reaches_every_task_and_the_gradient_engages():
     assert sum(len(c.search_strategy.batches) > 1 for c in ctxs) >= 5
     # baselines: one per task, not trials
     assert sum(r.baseline for r in db.get_all_tuning_records()) == 40
+
+
+def test_a_time_budget_plans_the_warm_up_for_the_trials_that_fit_it():
+    # 100000 trials but one second at 5 ms a trial (about 200 trials): the warm-up covers all
+    # 40 tasks with small first batches, not 64 each for the first ones until time runs out
+    from looptune.tune.task_scheduler import GradientBased
+    ctxs, _, trials = run(40, 100000, max_time_s=1.0,
+                          scheduler=GradientBased(seconds_per_trial=0.005))
+    first = [c.search_strategy.batches[0] for c in ctxs if c.search_strategy.batches]
+    assert len(first) == 40 and max(first) < 64 and sum(first) <= 200
 
 
 def test_shares_follow_the_measured_default_times_and_weights():

@@ -20,7 +20,7 @@ from ..measure import Measurements, build_reference
 from ..progress import Progress
 from ..registry import Registry
 from ..runner.base import EvaluatorConfig, RunnerResult
-from .warmup import WarmupPlan, estimated_cost, plan_warmup
+from .warmup import SECONDS_PER_TRIAL, WarmupPlan, estimated_cost, plan_warmup
 
 
 @dataclass(eq=False)
@@ -46,13 +46,17 @@ class TaskScheduler:
     registry = Registry("task scheduler")
     plan: WarmupPlan | None = None   # this run's warm-up (set by tune)
 
-    def __init__(self, *, min_first: int = 4, warmup_share: float = 0.5):
+    def __init__(self, *, min_first: int = 4, warmup_share: float = 0.5,
+                 seconds_per_trial: float = SECONDS_PER_TRIAL):
         """`min_first`: the smallest first batch that covers a task; `warmup_share`: the
-        part of the budget the warm-up round may take (warmup.py)."""
-        if min_first < 1 or not 0 < warmup_share <= 1:
-            raise ValueError("a task scheduler needs min_first >= 1 and 0 < warmup_share <= 1")
+        part of the budget the warm-up round may take (warmup.py); `seconds_per_trial`: what
+        a trial is expected to cost, to turn a time budget into trials for the warm-up."""
+        if min_first < 1 or not 0 < warmup_share <= 1 or seconds_per_trial <= 0:
+            raise ValueError("a task scheduler needs min_first >= 1, 0 < warmup_share <= 1 "
+                             "and seconds_per_trial > 0")
         self.min_first = min_first
         self.warmup_share = warmup_share
+        self.seconds_per_trial = seconds_per_trial
 
     @classmethod
     def create(cls, spec="round-robin", **kwargs) -> "TaskScheduler":
@@ -156,10 +160,20 @@ class TaskScheduler:
         return [t.weight * (t.default_secs if math.isfinite(t.default_secs) else c * scale)
                 for t, c in zip(self.tasks, cost)]
 
+    def budget_left(self) -> int:
+        """Trials this run can still spend: the trial budget, or under a time budget the
+        trials that fit the time left at `seconds_per_trial` each, if fewer (a run given
+        100000 trials and ten minutes plans its warm-up for ten minutes of trials)."""
+        left = self.max_trials_global - self.total_trials()
+        if self.max_time_s is not None:
+            time_left = self.max_time_s - (time.time() - self.start)
+            left = min(left, max(0, int(time_left / self.seconds_per_trial)))
+        return left
+
     def _plan_warmup(self, per_task: int, per_iter: int) -> WarmupPlan:
         caps = [0 if t.done or t.trials else max(0, per_task - t.trials) for t in self.tasks]
         return plan_warmup(self.shares(), caps,
-                           budget=self.max_trials_global - self.total_trials(),
+                           budget=self.budget_left(),
                            per_iter=per_iter, min_first=self.min_first,
                            warmup_share=self.warmup_share)
 
@@ -168,7 +182,11 @@ class TaskScheduler:
         every task a first batch."""
         plan, spent = self.plan, self.total_trials()
         if len(self.tasks) > 1:
-            self.progress.note(plan.summary(spent))
+            line = plan.summary(spent)
+            if plan.budget < self.max_trials_global - spent:
+                line += (f" (the time limit of {self.max_time_s:.0f} s fits about {plan.budget} "
+                         f"trials at {self.seconds_per_trial:g} s each)")
+            self.progress.note(line)
         short = plan.shortfall([t.context.task_name for t in self.tasks], spent)
         if short:
             warnings.warn(short, BudgetWarning, stacklevel=4)

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 # flops per byte at which a kernel turns from memory-bound to compute-bound: enough to rank
 # tasks without a measurement (a transpose is not free because it has no flops)
 MACHINE_BALANCE = 8.0
+# what one trial costs (sampling, compiling, timing), to plan a warm-up under a time budget:
+# 0.7-1.0 s measured on one Zen 4 / Zen 5 core with gcc, most of it compiling
+SECONDS_PER_TRIAL = 0.8
 
 
 def estimated_cost(flops: float | None, nbytes: int) -> float:
