@@ -299,3 +299,45 @@ def test_selection_cuts_skip_switch_points_that_depend_on_outer_loops():
     sch.compute_inline(sch.get_block("pad"))  # the column test now reads x + rs
     low = lower_blocks(sch.func)
     assert "_p0" not in repr(partition_selects(low.body))
+
+
+def test_explicit_copies_are_capped_outermost_first():
+    """A kernel whose explicit unrolling would print more statements than
+    MAX_COPIED_STATEMENTS keeps its outermost copied loops as loops until it fits (GCC took
+    seconds per candidate on such conv2d sources); it still computes the same values."""
+    from looptune.codegen import finish_lowering, lower_loops
+    from looptune.codegen.passes.unroll import copied_statements
+
+    sch = Schedule(matmul(16, 32, 24))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    sch.reorder(k, i, j)
+    sch.annotate(c, "pragma_auto_unroll_max_step", 1 << 20)
+    sch.annotate(c, "pragma_unroll_explicit", 1)
+    loops = lower_loops(sch.func)
+    assert copied_statements(loops.body, 1) > 512  # 24 x 16 x 32 stores, init aside
+    low = finish_lowering(loops, vectorize=False)
+    kinds = _loop_kinds(low.body)
+    assert kinds["k"] == "serial" and kinds["i"] == "serial"  # the outer ones stay loops
+    assert copied_statements(low.body, 1) <= 512
+    a = RNG.uniform(-1, 1, (16, 24)).astype("float32")
+    b = RNG.uniform(-1, 1, (24, 32)).astype("float32")
+    np.testing.assert_allclose(run(low, a, b, (16, 32)), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_loops_of_one_iteration_leave_the_lowered_code():
+    """Splits of factor 1 leave no loop and no variable in the code the renderer prints."""
+    from looptune.codegen import finish_lowering, lower_loops
+    from looptune.tir.functor import visit
+
+    sch = Schedule(matmul(12, 10, 7))
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.split(i, [None, 1, 4])
+    sch.split(j, [1, None])
+    low = finish_lowering(lower_loops(sch.func), vectorize=False)
+    extents = []
+    visit(low.body, lambda n: extents.append(n.extent) if isinstance(n, For) else None)
+    assert 1 not in extents and "i_1" not in repr(low.body) and "j_0" not in repr(low.body)
+    a = RNG.uniform(-1, 1, (12, 7)).astype("float32")
+    b = RNG.uniform(-1, 1, (7, 10)).astype("float32")
+    np.testing.assert_allclose(run(low, a, b, (12, 10)), a @ b, rtol=1e-5, atol=1e-5)

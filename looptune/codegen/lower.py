@@ -15,7 +15,8 @@ from ..tir.func import PrimFunc
 from .passes import (accumulation_loops, auto_unroll, compact_buffers, flatten, lower_blocks,
                      lower_intdiv, partition_loops, partition_selects, unroll_explicit,
                      vectorize_loops)
-from .passes.unroll import copied_terms_last, folds_per_copy
+from .passes.unit_loops import drop_unit_loops
+from .passes.unroll import cap_unrolling, copied_terms_last, folds_per_copy
 
 
 def host_vector_bits(vector_bits: int | None) -> int:
@@ -41,7 +42,10 @@ def finish_lowering(loops: PrimFunc, *, vectorize: bool = True,
     simplification), vectorization and C integer division. Loops to unroll explicitly mostly
     stay loops here and the renderer prints their copies, so the passes run on one copy;
     only those whose copies simplify differently (`folds_per_copy`) are copied first."""
-    body = unroll_explicit(partition_loops(partition_selects(loops.body)), only=folds_per_copy)
+    lanes = max(1, host_vector_bits(vector_bits) // 32)
+    body = partition_loops(partition_selects(drop_unit_loops(loops.body)))
+    body = cap_unrolling(body, lanes=lanes)
+    body = unroll_explicit(body, only=folds_per_copy)
     f = flatten(loops.with_body(body))
     if not vectorize:
         return f

@@ -10,13 +10,18 @@ becomes (registers of `vector_bits`: 8 float lanes with AVX2, 16 with AVX-512; 6
 from __future__ import annotations
 
 from ...tir.expr import Binary, BufferLoad, IntImm, Ramp, Select, binary, const
-from ...tir.functor import map_children, substitute, transform, uses_var, visit
+from ...tir.functor import map_children, stmt_children, substitute, transform, uses_var, visit
 from ...tir.stmt import BufferStore, For, IfThenElse, SeqStmt, seq, with_annotation
 from .vectorize import vector_pieces
 
 EXPLICIT = "pragma_unroll_explicit"
 MAX_STEP = "pragma_auto_unroll_max_step"
 EXPLICIT_LIMIT = 512  # never copy a body more often than this
+# At most this many statements printed for a kernel's explicit copies (a vector statement
+# counts once): past it, the outermost copied loops stay loops. Conv2d candidates of 1000+
+# copied statements (0.5-0.9 MB of C) took GCC 4-10 s each, most of a trial's time, and none
+# was among the fastest.
+MAX_COPIED_STATEMENTS = 512
 
 
 def auto_unroll(stmt, *, vector_bits: int = 256):
@@ -61,6 +66,51 @@ def explicit(loop: For) -> bool:
     """Is `loop` to be unrolled by copying its body (pragma_unroll_explicit)?"""
     return (loop.kind == "unrolled" and bool(loop.annotation(EXPLICIT))
             and loop.extent <= EXPLICIT_LIMIT)
+
+
+def copied_statements(s, lanes: int) -> int:
+    """Statements the C renderer prints for `s`: an explicitly unrolled loop counts its
+    body once per copy, a vectorized loop once per vector piece, other loops once."""
+    return _copies(s, lanes)[0]
+
+
+def cap_unrolling(s, *, lanes: int, max_statements: int = MAX_COPIED_STATEMENTS):
+    """Keep the explicit copies of `s` within `max_statements`: while over, the outermost
+    explicitly unrolled loop whose copies print the most becomes a plain loop again (the
+    C compiler may still unroll it within its own limits)."""
+    while True:
+        total, outer = _copies(s, lanes)
+        if total <= max_statements or not outer:
+            return s
+        _, loop = max(outer, key=lambda t: t[0])
+        s = _demote(s, loop)
+
+
+def _copies(s, lanes: int):
+    """(statements printed, [(statements its copies add, loop)] for the outermost explicit
+    loops inside s)."""
+    if isinstance(s, For):
+        n, outer = _copies(s.body, lanes)
+        if explicit(s):
+            return n * s.extent, [(n * (s.extent - 1), s)]
+        if s.kind == "vectorized":
+            n *= len(vector_pieces(s.extent, lanes) or (0,))
+        return n, outer
+    if isinstance(s, BufferStore):
+        return 1, []
+    total, outer = 0, []
+    for child in stmt_children(s):
+        n, o = _copies(child, lanes)
+        total += n
+        outer += o
+    return total, outer
+
+
+def _demote(s, loop: For):
+    if s is loop:
+        return For(s.loop_var, s.extent, "serial", s.body, s.thread,
+                   with_annotation(s.annotations, EXPLICIT, None))
+    return map_children(s, lambda x: _demote(x, loop))
 
 
 def unroll_explicit(s, *, only=None):
