@@ -85,3 +85,49 @@ def write_json(path: str | None, payload: dict):
     with open(path, "w") as f:
         json.dump(payload, f, indent=2)
     print(f"wrote {path}")
+
+
+_PEAK_SOURCE = r"""
+#include <stdint.h>
+#include <time.h>
+typedef float vf __attribute__((vector_size(VBYTES)));
+/* GFLOP/s of independent FMA chains on one core: ACC accumulators, enough to cover the
+   FMA latency times the FMA units of any x86 core so far. */
+double lt_fma_peak(int64_t iters) {
+  vf acc[ACC], a, b;
+  for (int i = 0; i < (int)(VBYTES / 4); ++i) { a[i] = 1.0f + 1e-7f * i; b[i] = 1e-7f; }
+  for (int j = 0; j < ACC; ++j) acc[j] = b * (float)j;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+    for (int j = 0; j < ACC; ++j) acc[j] = acc[j] * a + b;
+    __asm__ volatile("" : "+x"(a));
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  float sink = 0;
+  for (int j = 0; j < ACC; ++j) sink += acc[j][0];
+  __asm__ volatile("" : : "x"(sink));
+  double secs = (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
+  return 2.0 * ACC * (VBYTES / 4) * (double)iters / secs / 1e9;
+}
+"""
+
+
+def fma_peak_gflops(target=None) -> float:
+    """The core's measured float32 FMA peak (GFLOP/s, one thread, at today's clock): the
+    best of several runs of independent FMA chains as wide as the Target's vectors, compiled
+    for the Target's ISA. Kernels' GFLOP/s are quoted as a fraction of it."""
+    import ctypes
+
+    from looptune.backend.cpu import isa_flags
+    from looptune.runtime.compiler import compile_shared
+    from looptune.target import Target
+    target = Target.create(target or "cpu")
+    vbytes = max(16, target.vector_bits // 8)
+    src = f"#define VBYTES {vbytes}\n#define ACC 12\n" + _PEAK_SOURCE
+    flags = ["-O2", "-fPIC", "-shared", *isa_flags(target)]
+    lib = ctypes.CDLL(str(compile_shared(src, name="lt_fma_peak", flags=flags)))
+    lib.lt_fma_peak.restype = ctypes.c_double
+    lib.lt_fma_peak.argtypes = [ctypes.c_int64]
+    return max(lib.lt_fma_peak(20_000_000) for _ in range(5))

@@ -392,7 +392,9 @@ def test_ranking_compares_only_records_measured_alike(kind, tmp_path, rng):
     assert db.newest_record(wl.func, HOST).median_secs == 9e-3
     # records without arg_offsets were measured on aligned arrays: not like today's default
     assert db.query_tuning_record(wl.func, HOST, evaluator=EvaluatorConfig(num_threads=1)) == []
-    aligned = EvaluatorConfig(num_threads=1, arg_offsets=None)
+    aligned = EvaluatorConfig(num_threads=1, arg_offsets=None, calls_from="c")
+    assert db.query_tuning_record(wl.func, HOST, evaluator=EvaluatorConfig(
+        num_threads=1, arg_offsets=None)) == []  # nor were they timed from Python
     assert [r.median_secs for r in db.query_tuning_record(wl.func, HOST, k=5,
                                                           evaluator=aligned)] == [4e-3, 9e-3]
     assert len(db.get_top_k(wl, 5)) == 4  # get_top_k itself still sees every record

@@ -19,7 +19,9 @@ import looptune as lt
 from looptune import te
 from looptune.build import written_params
 from looptune.runtime import ArgInfo, BuildError, compile_shared
+from looptune.error import RunError
 from looptune.runtime.module import Module
+from looptune.tune.error import TuneError
 from looptune.target import host
 from looptune.testing.faults import patch_kernel
 from looptune.tune.builder import Builder, BuilderInput, LocalBuilder
@@ -245,6 +247,24 @@ def test_early_abort_times_one_call_only(runner, mm):
     assert kept.ok and not kept.aborted_early and len(kept.run_secs) == FAST.repeat
 
 
+def test_a_clearly_slower_candidate_gets_one_repeat(runner, mm):
+    """Screening: a candidate whose first full repeat is slower than screen_above_secs is
+    timed no further (its one repeat is a warm, min_repeat_ms-long time, good enough to rank
+    and to learn from); one under it gets every repeat. The record says which."""
+    from looptune.tune.measure import Measurements
+
+    ref, tuned = mm
+    cfg = EvaluatorConfig(number=1, repeat=20, min_repeat_ms=50.0)  # 1 s with every repeat
+    t0 = time.perf_counter()
+    (r,) = runner.run([runner_input(tuned, ref, config=cfg, screen_above_secs=1e-9)])
+    assert time.perf_counter() - t0 < 0.8
+    assert r.ok and r.screened and not r.aborted_early and len(r.run_secs) == 1
+    (kept,) = runner.run([runner_input(tuned, ref, screen_above_secs=10.0)])
+    assert kept.ok and not kept.screened and len(kept.run_secs) == FAST.repeat
+    m = Measurements(runner, cfg, (), None, "w")
+    assert m.settings(r, "h")["screened"] is True and "screened" not in m.settings(kept, "h")
+
+
 def test_early_abort_decides_on_a_warm_call(mm, monkeypatch):
     """The abort limit is a median of warm calls: a first call slowed by start-up costs must
     not abort a fast kernel (a second, warm call decides); a first call far beyond the limit
@@ -256,18 +276,20 @@ def test_early_abort_decides_on_a_warm_call(mm, monkeypatch):
     cold = {"secs": 0.0}
 
     def slow_first_call(self, *arrays):
-        time.sleep(cold["secs"])  # page faults, thread start-up, cold caches: first call only
+        # page faults, thread start-up, cold caches: the first call of a measurement only
+        if self.lib_path == tuned.lib_path:  # not the reference
+            time.sleep(cold.pop("pending", 0.0))
         real_call(self, *arrays)
 
     monkeypatch.setattr(Module, "__call__", slow_first_call)
     sent = []
     worker = Worker(type("Conn", (), {"send": lambda self, m: sent.append(m)})())
-    cold["secs"] = 0.004
+    cold["secs"] = cold["pending"] = 0.004
     out = worker.measure(runner_input(tuned, ref, abort_above_secs=0.003), 1e-3, 1e-3)
     assert sent[0][0] == "first" and sent[0][1] >= 0.004
     assert "error_class" not in out and not out.get("aborted_early"), out
     assert len(out["run_secs"]) == FAST.repeat and max(out["run_secs"]) < 0.003
-    cold["secs"] = 2 * 0.003 + COLD_SLACK_S + 0.01
+    cold["secs"] = cold["pending"] = 2 * 0.003 + COLD_SLACK_S + 0.01
     out = worker.measure(runner_input(tuned, ref, abort_above_secs=0.003), 1e-3, 1e-3)
     assert out["aborted_early"] and out["run_secs"][0] >= cold["secs"]
 
@@ -294,6 +316,46 @@ def test_time_evaluator_rotates_argument_offsets(mm, monkeypatch):
     assert seen[1:] == [tuple((16 * (r + i)) % 64 for i in range(3)) for r in range(6)]
     for a, b in zip(args[:2], before[:2]):
         np.testing.assert_array_equal(a, b)
+
+
+def test_time_evaluator_times_the_users_call_path_when_asked(mm, monkeypatch):
+    """calls_from="python" times `module(*arrays)` in a Python loop, the calls a user makes
+    (at the rotated offsets); "c" times the kernel in a C loop and never enters __call__."""
+    from looptune.runtime.ndarray import NUMPY_OFFSETS
+
+    _, tuned = mm
+    calls = []
+    real_call = Module.__call__
+
+    def spy(self, *arrays):
+        calls.append(tuple(a.ctypes.data % 64 for a in arrays))
+        real_call(self, *arrays)
+
+    monkeypatch.setattr(Module, "__call__", spy)
+    args = make_args(tuple(tuned.args), 0)
+    res = tuned.time_evaluator(number=3, repeat=4, arg_offsets=NUMPY_OFFSETS, warm_up=False,
+                               calls_from="python")(*args)
+    assert len(res.results) == 4 and all(t > 0 for t in res.results)
+    assert len(calls) == 12 and set(calls[9:]) == {tuple((16 * (3 + i)) % 64 for i in range(3))}
+    calls.clear()
+    tuned.time_evaluator(number=3, repeat=2, warm_up=False, calls_from="c")(*args)
+    assert calls == []
+    with pytest.raises(RunError, match="calls_from must be 'c' or 'python'"):
+        tuned.time_evaluator(calls_from="numpy")
+
+
+def test_records_timed_from_python_rank_apart_from_c_loop_records():
+    """The evaluator times the user's call path by default; a record stored before that
+    setting existed reads back as a C-loop timing, and the two never rank together."""
+    from looptune.tune.database.base import measure_settings
+
+    assert EvaluatorConfig().calls_from == "python"
+    legacy = EvaluatorConfig.from_json({"number": 1, "repeat": 5})
+    assert legacy.calls_from == "c"
+    assert measure_settings(EvaluatorConfig()) != measure_settings(legacy)
+    assert measure_settings({"num_threads": None}) == measure_settings(legacy)
+    with pytest.raises(TuneError, match="calls_from must be 'python' or 'c'"):
+        EvaluatorConfig(calls_from="C")
 
 
 def test_inputs_depend_only_on_the_seed(runner, mm):

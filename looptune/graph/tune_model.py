@@ -54,15 +54,17 @@ def model_evaluator(graph: Graph, target="cpu", *, num_threads: int | None = Non
     not in cache (ResNet-18's 47 MB: the tuned convolutions' records summed to 16.3 ms, the
     model ran in 19.5 ms, and the same kernels timed cold summed to 20.1 ms): caches are then
     flushed before every call. Smaller models keep their weights cached from one inference to
-    the next and are timed warm."""
+    the next and are timed warm. A model's runner calls its kernels from C, so they are timed
+    in a C loop (calls_from="c"), not through Python's call path."""
     from ..target import Target
     from ..tune import EvaluatorConfig
     target = Target.create(target)
     weights = sum(v.data.nbytes for v in graph.constants)
     if target.l3_bytes and weights > target.l3_bytes:
         return EvaluatorConfig(number=1, repeat=10, min_repeat_ms=0.0,
-                               enable_cpu_cache_flush=True, num_threads=num_threads)
-    return EvaluatorConfig(num_threads=num_threads)
+                               enable_cpu_cache_flush=True, num_threads=num_threads,
+                               calls_from="c")
+    return EvaluatorConfig(num_threads=num_threads, calls_from="c")
 
 
 def untuned_tasks(graph: Graph, database, target="cpu") -> list:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import ctypes
 import numbers
 import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,30 +161,45 @@ class Module:
 
     def time_evaluator(self, *, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0,
                        enable_cpu_cache_flush: bool = False, flush_bytes: int | None = None,
-                       warm_up: bool = True, arg_offsets=None):
+                       warm_up: bool = True, arg_offsets=None, stop_above: float | None = None,
+                       calls_from: str = "c"):
         """A function of the same arrays that returns ProfileResult (seconds per call).
 
         One warm-up call first (`warm_up=False`: the caller has just made one); each repeat
-        times `number` calls in C, with `number` raised until a repeat lasts at least
+        times `number` calls - in a C loop (`calls_from="c"`), or as a user makes them, in a
+        Python loop of `module(*arrays)` (`"python"`: the call's own cost and what the
+        interpreter does to the caches between calls count) - with `number` raised until a repeat lasts at least
         `min_repeat_ms` (the calibration run that does is the first repeat); with cache
         flush, caches are flushed before every repeat (use number=1 to time cold-cache
         calls). With `arg_offsets` (byte offsets from a 64-byte
         boundary, e.g. ndarray.NUMPY_OFFSETS), each repeat runs on copies of the arrays placed
-        at rotating offsets (ndarray.rotated_offsets), as ordinary numpy arrays lie."""
+        at rotating offsets (ndarray.rotated_offsets), as ordinary numpy arrays lie. With
+        `stop_above` (seconds per call), a first repeat slower than that is the only one."""
         if number < 1 or repeat < 1:
             raise RunError(f"time_evaluator: number and repeat must be at least 1, got "
                            f"number={number}, repeat={repeat}")
+        if calls_from not in ("c", "python"):
+            raise RunError(f"time_evaluator: calls_from must be 'c' or 'python', got "
+                           f"{calls_from!r}")
 
         def run(*arrays) -> ProfileResult:
+            placed = list(arrays)
             ptrs = self._pack(arrays)
             if arg_offsets:
                 placer = Placer(arrays)
-                ptrs = self._pack(placer.at(rotated_offsets(arg_offsets, len(arrays), 0)))
+                placed = placer.at(rotated_offsets(arg_offsets, len(arrays), 0))
+                ptrs = self._pack(placed)
             lib = timer_lib()
             status = ctypes.c_int32(0)
             fn_ptr = ctypes.cast(self._fn, ctypes.c_void_p)
 
             def timed(n: int) -> float:
+                if calls_from == "python":
+                    args = tuple(placed)
+                    t0 = time.perf_counter()
+                    for _ in range(n):
+                        self(*args)
+                    return time.perf_counter() - t0
                 t = lib.lt_time_packed(fn_ptr, ptrs, n, ctypes.byref(status))
                 if status.value != 0:
                     raise RunError(f"{self.symbol} failed with status {status.value}")
@@ -194,10 +210,13 @@ class Module:
             n, t = calibrate(timed, number, min_repeat_ms)
             # the last calibration is a full first repeat (not with a cache flush before it)
             results = [t / n] if t is not None and not enable_cpu_cache_flush else []
+            if stop_above is not None and results and results[0] > stop_above:
+                return ProfileResult(tuple(results))
             fb = flush_bytes if flush_bytes is not None else 64 << 20
             for r in range(len(results), repeat):
                 if arg_offsets and r > 0:
-                    ptrs = self._pack(placer.at(rotated_offsets(arg_offsets, len(arrays), r)))
+                    placed = placer.at(rotated_offsets(arg_offsets, len(arrays), r))
+                    ptrs = self._pack(placed)
                 if enable_cpu_cache_flush:
                     lib.lt_flush_cache(fb)
                 results.append(timed(n) / n)

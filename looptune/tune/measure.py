@@ -1,7 +1,8 @@
 """Measuring built candidates, the same way for every search the task scheduler drives
 (template tuners included): the unscheduled program is built once as the reference, an
 identical binary is measured once, a candidate far slower than the best so far is timed
-once (early abort), and every result carries the settings it was measured with."""
+once (early abort), one clearly slower gets one repeat instead of all (screened), and every
+result carries the settings it was measured with."""
 from __future__ import annotations
 
 import math
@@ -38,6 +39,7 @@ class Measurements:
     seed: int | None
     workload_key: str
     abort_ratio: float = 3.0
+    screen_ratio: float = 1.5
     measured: dict = field(default_factory=dict)  # source hash -> RunnerResult
 
     def run(self, built: BuilderResult, sch, sch_hash: str, *, best_secs: float,
@@ -48,10 +50,12 @@ class Measurements:
             return RunnerResult(None, built.error_class, built.error_msg)
         if built.source_hash in self.measured:  # an identical binary: measured once
             return self.measured[built.source_hash]
-        abort = best_secs * self.abort_ratio if math.isfinite(best_secs) else None
+        known = math.isfinite(best_secs)
         res = self.runner.run([RunnerInput(
             built.artifact, built.symbol, self.args_info, self.evaluator, seed=self.seed,
-            reference=reference, abort_above_secs=abort, packed=sch.func.attr(PACKED, ()),
+            reference=reference, abort_above_secs=best_secs * self.abort_ratio if known else None,
+            screen_above_secs=best_secs * self.screen_ratio if known else None,
+            packed=sch.func.attr(PACKED, ()),
             workload_key=self.workload_key, sch_hash=sch_hash)])[0]
         self.measured[built.source_hash] = res
         return res
@@ -61,8 +65,11 @@ class Measurements:
         evaluator settings, compiler, early abort and the binary's hash."""
         if res.measure is not None:
             return dict(res.measure)
-        return {**self.evaluator.to_json(), "compiler": compiler_version_safe(),
-                "aborted_early": res.aborted_early, "source_hash": source_hash}
+        out = {**self.evaluator.to_json(), "compiler": compiler_version_safe(),
+               "aborted_early": res.aborted_early, "source_hash": source_hash}
+        if res.screened:
+            out["screened"] = True
+        return out
 
 
 def compiler_version_safe() -> str:

@@ -1,6 +1,6 @@
-"""LocalBuilder: lower and render in the calling thread, then compile many sources at once
-(each C compile is its own process, so threads suffice), all through the target's Backend;
-identical sources compile once.
+"""LocalBuilder: lower and render in the calling thread, and compile many sources at once,
+each as soon as it is rendered (each C compile is its own process, so threads suffice), all
+through the target's Backend; identical sources compile once.
 
 Only a BuildError (the compiler refused or timed out, or lowering cannot handle the
 schedule) becomes a failed result; any other exception is a bug in looptune and surfaces."""
@@ -44,18 +44,18 @@ class LocalBuilder(Builder):
         return source.symbol, source.text
 
     def build(self, inputs: list) -> list:
-        rendered = [self._render_one(inp) for inp in inputs]
-        self._generated.clear()  # what an overriding render replaced
-        # one compile per distinct source text: text -> future of the outcome
-        sources = {r[1].text: (inp, r[1]) for inp, r in zip(inputs, rendered)
-                   if not isinstance(r, BuilderResult)}
-        if not sources:
-            return rendered
-        pool = ThreadPoolExecutor(max_workers=min(self.max_workers, len(sources)),
+        # each distinct source compiles as soon as it is rendered (the next one renders
+        # while the compiler runs): text -> future of the outcome
+        pool = ThreadPoolExecutor(max_workers=min(self.max_workers, len(inputs) or 1),
                                   thread_name_prefix="looptune-build")
+        rendered, futures = [], {}
         try:
-            futures = {text: pool.submit(self._compile, inp, src)
-                       for text, (inp, src) in sources.items()}
+            for inp in inputs:
+                r = self._render_one(inp)
+                rendered.append(r)
+                if not isinstance(r, BuilderResult) and r[1].text not in futures:
+                    futures[r[1].text] = pool.submit(self._compile, inp, r[1])
+            self._generated.clear()  # what an overriding render replaced
             compiled = {src: f.result() for src, f in futures.items()}
         except BaseException:  # Ctrl-C: drop the queued compiles, let running ones end
             pool.shutdown(wait=False, cancel_futures=True)

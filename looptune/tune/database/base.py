@@ -132,7 +132,7 @@ def _run_secs(values) -> tuple | None:
 # before the setting existed was measured with. Two records are ranked against each other only
 # when they agree on all of them (a 2-thread time says nothing about a 1-thread one).
 COMPARABLE_SETTINGS = {"num_threads": None, "enable_cpu_cache_flush": False,
-                       "arg_offsets": None}
+                       "arg_offsets": None, "calls_from": "c"}
 
 
 def measure_settings(measure) -> tuple:

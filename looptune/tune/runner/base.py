@@ -21,7 +21,12 @@ class EvaluatorConfig:
     64-byte boundary, rotating through these, because that is how numpy's own arrays lie
     (see runtime/ndarray.py): the record is then the time a user gets with ordinary arrays,
     and the search favours kernels that do not depend on alignment. None: aligned arrays
-    (how records made before this setting existed were measured)."""
+    (how records made before this setting existed were measured). `calls_from`: "python"
+    times the calls as a user makes them, `module(*arrays)` in a Python loop (for a kernel
+    of a few microseconds, the call's cost and the interpreter's cache traffic between calls
+    are part of what the user gets); "c" times a C loop calling the kernel directly (how
+    records made before this setting existed were measured; runners without a Python call
+    path, such as CUDA's, always time this way)."""
 
     number: int = 1
     repeat: int = 5
@@ -29,6 +34,7 @@ class EvaluatorConfig:
     enable_cpu_cache_flush: bool = False
     num_threads: int | None = None
     arg_offsets: tuple | None = NUMPY_OFFSETS
+    calls_from: str = "python"
 
     def __post_init__(self):
         for name in ("number", "repeat"):
@@ -42,6 +48,9 @@ class EvaluatorConfig:
         if not isinstance(self.min_repeat_ms, numbers.Real) or not self.min_repeat_ms >= 0:
             raise TuneError(f"EvaluatorConfig: min_repeat_ms must be a number >= 0, got "
                             f"{self.min_repeat_ms!r}")
+        if self.calls_from not in ("python", "c"):
+            raise TuneError(f"EvaluatorConfig: calls_from must be 'python' or 'c', got "
+                            f"{self.calls_from!r}")
         if self.arg_offsets is not None:  # a JSON list back to a tuple
             object.__setattr__(self, "arg_offsets", tuple(int(x) for x in self.arg_offsets))
 
@@ -52,7 +61,7 @@ class EvaluatorConfig:
 
     @staticmethod
     def from_json(d: dict) -> "EvaluatorConfig":
-        return EvaluatorConfig(**{"arg_offsets": None, **d})
+        return EvaluatorConfig(**{"arg_offsets": None, "calls_from": "c", **d})
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,7 @@ class RunnerInput:
     seed: int = 0                  # random inputs are drawn from this seed
     reference: tuple | None = None # (artifact, symbol) of the unscheduled program to check against
     abort_above_secs: float | None = None  # stop after one call if slower than this
+    screen_above_secs: float | None = None  # stop after one repeat if slower than this
     packed: tuple = ()             # ((argument, factor), ...) taken packed (pack_layout)
     workload_key: str | None = None  # what was built, for runners that keep results by
     sch_hash: str | None = None      # schedule (SimulatedRunner); timing ignores them
@@ -75,6 +85,7 @@ class RunnerResult:
     error_class: str | None = None # "run_error", "run_timeout" or "wrong_result"
     error_msg: str | None = None
     aborted_early: bool = False    # timed once only: far slower than the best so far
+    screened: bool = False         # one repeat only: clearly slower than the best so far
     measure: dict | None = None    # the record's whole `measure` dict, when the runner knows it
                                    # better than the tuner (a SimulatedRunner's stored record)
 

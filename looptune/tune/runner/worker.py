@@ -124,8 +124,11 @@ class Worker:
         c = inp.config
         prof = mod.time_evaluator(number=c.number, repeat=c.repeat, min_repeat_ms=c.min_repeat_ms,
                                   enable_cpu_cache_flush=c.enable_cpu_cache_flush,
-                                  warm_up=False, arg_offsets=c.arg_offsets)(*arrays)
-        return {"run_secs": tuple(prof.results)}
+                                  warm_up=False, arg_offsets=c.arg_offsets,
+                                  stop_above=inp.screen_above_secs,
+                                  calls_from=c.calls_from)(*arrays)
+        return {"run_secs": tuple(prof.results),
+                "screened": len(prof.results) < c.repeat}
 
     def serve(self) -> None:
         while True:
