@@ -15,6 +15,11 @@ the core's FMA peak, measured here (_common.fma_peak_gflops). With
 
     python benchmarks/tune_kernels.py [--workloads ...] [--trials 64 256 512] [--json out.json]
 
+`--isa avx2` on an AVX-512 machine stands in for an AVX2 one: looptune builds for the host's
+ISA without AVX-512 (256-bit vectors, 16 registers), and the baselines are held to AVX2 the
+same way (OPENBLAS_CORETYPE=Haswell, the kernel OpenBLAS runs on AVX2 CPUs such as Zen 3;
+ONEDNN_MAX_CPU_ISA=AVX2 for torch). Caches and clock stay this machine's.
+
 Where OPENBLAS_CORETYPE is set (some of the development machines set it for old OpenBLAS
 builds), numpy runs an older kernel: unset it and OPENBLAS_L2_SIZE for this command
 (`env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python ...`); the BLAS line shows the kernel.
@@ -32,6 +37,21 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+def _isa_arg() -> str:
+    """--isa's value, read before argparse: numpy and torch pick their kernels when they load."""
+    for i, a in enumerate(sys.argv):
+        if a == "--isa" and i + 1 < len(sys.argv):
+            return sys.argv[i + 1]
+        if a.startswith("--isa="):
+            return a.split("=", 1)[1]
+    return "native"
+
+
+if _isa_arg() == "avx2":
+    os.environ["OPENBLAS_CORETYPE"] = "Haswell"
+    os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX2"
 import _common  # noqa: E402  (single-threaded BLAS before numpy loads)
 
 import numpy as np  # noqa: E402
@@ -61,10 +81,10 @@ def user_seconds(fn, *, repeat=21, min_time=0.2) -> float:
     return _common.median_seconds(fn, repeat=repeat, min_time=min_time)
 
 
-def tune_to(func, trials, work, seed, per_iter, cost_model):
+def tune_to(func, trials, work, seed, per_iter, cost_model, target):
     sched = TaskScheduler.create("gradient")
     t0 = time.time()
-    db = tune_tir(func, "cpu", work, max_trials_global=trials, num_trials_per_iter=per_iter,
+    db = tune_tir(func, target, work, max_trials_global=trials, num_trials_per_iter=per_iter,
                   seed=seed, cost_model=cost_model, task_scheduler=sched,
                   evaluator=EvaluatorConfig(num_threads=1))
     return db, time.time() - t0, sched.phase_secs
@@ -109,11 +129,12 @@ def bench(key: str, trials_list, args, out_dir: Path) -> list:
     rows, spent = [], 0.0
     phases_total = {}
     for trials in trials_list:
-        db, wall, phases = tune_to(func, trials, work, args.seed, args.per_iter, args.cost_model)
+        db, wall, phases = tune_to(func, trials, work, args.seed, args.per_iter, args.cost_model,
+                                   args.target)
         spent += wall
         for k, v in phases.items():
             phases_total[k] = phases_total.get(k, 0.0) + v
-        mod = compile_tir(db, func, "cpu")   # the record's thread count: 1
+        mod = compile_tir(db, func, args.target)   # the record's thread count: 1
         out = np.empty(tensors[-1].shape, "float32")
         mod(*inputs, out)
         np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-3 * max(1, np.abs(want).max()))
@@ -151,6 +172,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--per-iter", type=int, default=64)
     ap.add_argument("--cost-model", default="xgb")
+    ap.add_argument("--isa", choices=["native", "avx2"], default="native",
+                    help="avx2: build AVX2 code and hold the baselines to AVX2 (see above)")
     ap.add_argument("--tvm-python", default=None, help="a Python with apache-tvm installed")
     ap.add_argument("--tvm-results", default=None, help="JSON lines of tvm_ms_bench.py results "
                     "measured apart on this machine (see tvm_result)")
@@ -161,6 +184,9 @@ def main():
     out_dir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="tune-kernels-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     cpu = Target.create("cpu")
+    if args.isa == "avx2":
+        cpu = _common.avx2_target()
+    args.target = cpu
     args.peak = _common.fma_peak_gflops(cpu)
     print(f"CPU: {cpu.model} ({cpu}); one thread for every kernel and baseline; "
           f"BLAS: {_common.blas_info()}; FMA peak {args.peak:.1f} GFLOP/s (one core, measured)")
@@ -180,7 +206,8 @@ def main():
     _common.print_table("EvolutionarySearch + XGBModel, single-threaded (ratios > 1: looptune "
                         "is faster)", rows, cols)
     _common.write_json(args.json, {"benchmark": "tune_kernels", "cpu": cpu.model,
-                                   "isa": str(cpu), "fma_peak_gflops": args.peak,
+                                   "isa": str(cpu), "isa_option": args.isa,
+                                   "blas": _common.blas_info(), "fma_peak_gflops": args.peak,
                                    "seed": args.seed, "rows": rows})
 
 
