@@ -43,7 +43,7 @@ def finish_lowering(loops: PrimFunc, *, vectorize: bool = True,
     stay loops here and the renderer prints their copies, so the passes run on one copy;
     only those whose copies simplify differently (`folds_per_copy`) are copied first."""
     lanes = max(1, host_vector_bits(vector_bits) // 32)
-    body = partition_loops(partition_selects(drop_unit_loops(loops.body)))
+    body = drop_unit_loops(partition_loops(partition_selects(drop_unit_loops(loops.body))))
     body = cap_unrolling(body, lanes=lanes)
     body = unroll_explicit(body, only=folds_per_copy)
     f = flatten(loops.with_body(body))
