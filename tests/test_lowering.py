@@ -341,3 +341,18 @@ def test_loops_of_one_iteration_leave_the_lowered_code():
     a = RNG.uniform(-1, 1, (12, 7)).astype("float32")
     b = RNG.uniform(-1, 1, (7, 10)).astype("float32")
     np.testing.assert_allclose(run(low, a, b, (12, 10)), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_one_iteration_tail_keeps_the_loop_its_variable_runs_elsewhere():
+    """Partitioning copies a nest: the tail of a non-dividing split can run a loop once whose
+    variable runs 8 times in the main part; dropping the tail's loop leaves the other."""
+    from looptune.codegen import finish_lowering, lower_loops
+
+    sch = Schedule(matmul(17, 16, 5))
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.split(i, [None, 8])
+    sch.split(j, [None, 16])
+    low = finish_lowering(lower_loops(sch.func), vectorize=False)
+    a = RNG.uniform(-1, 1, (17, 5)).astype("float32")
+    b = RNG.uniform(-1, 1, (5, 16)).astype("float32")
+    np.testing.assert_allclose(run(low, a, b, (17, 16)), a @ b, rtol=1e-5, atol=1e-5)

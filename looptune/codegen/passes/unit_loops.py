@@ -12,12 +12,11 @@ DROPPED_KINDS = ("serial", "unrolled", "vectorized")
 
 
 def drop_unit_loops(stmt):
-    zeros = {}
-
+    """`stmt` without its loops of one iteration. The variable becomes 0 in that loop's body
+    only: partitioning copies loop nests, so one variable can be a one-iteration loop in a
+    tail and a longer loop elsewhere."""
     def fn(n):
         if isinstance(n, For) and n.extent == 1 and n.kind in DROPPED_KINDS:
-            zeros[n.loop_var] = const(0, n.loop_var.dtype)
-            return n.body
+            return substitute(n.body, {n.loop_var: const(0, n.loop_var.dtype)})
         return n
-    out = transform(stmt, fn)
-    return substitute(out, zeros) if zeros else stmt
+    return transform(stmt, fn)
