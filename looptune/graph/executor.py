@@ -34,7 +34,8 @@ class CompiledModel:
         self.outputs = [(d["name"], tuple(d["shape"]), d["dtype"]) for d in desc["outputs"]]
         args = [ArgInfo(n, s, t, False) for n, s, t in self.inputs] + \
                [ArgInfo(n, s, t, True) for n, s, t in self.outputs]
-        self.module = Module(self.lib_path, "lt_model", args, "")
+        # a model runs long on small inputs: other threads run meanwhile
+        self.module = Module(self.lib_path, "lt_model", args, "", release_gil=True)
         self.set_num_threads(desc.get("num_threads", 0))
 
     @property

@@ -13,7 +13,7 @@ import numpy as np
 from ..error import BuildError, RunError
 from ..target import host
 from ..tir import dtype as dt
-from .call import MISMATCH, call_lib, call_spec
+from .call import MISMATCH, fast_call, install_c_method
 from .compiler import read_meta
 from .ndarray import Placer, rotated_offsets
 from .timer import calibrate, timer_lib
@@ -79,10 +79,14 @@ def check_runs_here(lib_path) -> None:
 
 class Module:
     """`mod(*arrays)` runs the kernel, writing outputs in place; `mod.source` is its C. A
-    library built for an ISA this machine lacks is refused (BuildError) before it loads."""
+    library built for an ISA this machine lacks is refused (BuildError) before it loads.
+
+    `release_gil`: whether other Python threads run while the kernel does; None (default):
+    for arrays of 256 KiB or more (call.RELEASE_GIL_BYTES), where it costs nothing to speak
+    of. Pass True where a thread must run even beside a kernel that hangs."""
 
     def __init__(self, lib_path: Path, symbol: str, args: list[ArgInfo], source: str,
-                 source_path: Path | None = None):
+                 source_path: Path | None = None, *, release_gil: bool | None = None):
         self.lib_path = Path(lib_path)
         self.symbol = symbol
         self.args = list(args)
@@ -98,12 +102,10 @@ class Module:
         self._set_threads = (getattr(self._lib, f"{symbol}_set_num_threads", None)
                              or getattr(self._lib, "lt_set_num_threads", None))
         self.num_threads = 0
-        # the fast call (call.py): C checks the arguments and calls; None: check in Python
-        lib, spec = call_lib(), call_spec(self.args)
-        self._call = None if lib is None or spec is None else lib.lt_call
-        self._fn_addr = ctypes.cast(self._fn, ctypes.c_void_p).value
-        self._spec_addr = None if spec is None else ctypes.addressof(spec[0])
-        self._spec = spec  # keeps the signature and the dtypes it points at alive
+        # the fast call (call.py): C checks the arrays and runs the kernel; None: Python does
+        self._call = fast_call(ctypes.cast(self._fn, ctypes.c_void_p).value, self.args,
+                               release_gil=release_gil)
+        install_c_method(Module)
 
     def set_num_threads(self, n: int) -> None:
         """Threads for parallel loops (0: OpenMP's default, usually all cores)."""
@@ -145,11 +147,15 @@ class Module:
                                    "kernel assumes distinct buffers (pass a copy)")
         return ptrs
 
-    def __call__(self, *arrays) -> None:
+    def _call_in_python(self, *arrays) -> None:
         call = self._call
-        rc = MISMATCH if call is None else call(self._fn_addr, self._spec_addr, arrays)
+        rc = MISMATCH if call is None else call(arrays)
         if rc:
             self._checked_call(arrays, rc)
+
+    # once call.py's extension is built (the first Module does it), its C method, which does
+    # the same without this frame, is Module.__call__ instead
+    __call__ = _call_in_python
 
     def _checked_call(self, arrays, rc: int) -> None:
         """After the fast path: arguments it did not accept are checked in Python (with the

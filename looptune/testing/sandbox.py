@@ -205,7 +205,8 @@ def serve(fd: int, parent_pid: int) -> None:
         lib = ctypes.CDLL(lib_path)
         for i, call in enumerate(calls):
             try:
-                mod = Module(lib_path, call.symbol, list(call.args), "")
+                mod = Module(lib_path, call.symbol, list(call.args), "",
+                             release_gil=True)
                 set_threads = getattr(lib, f"{call.symbol}_set_num_threads", None)
                 if set_threads is not None:
                     set_threads(int(threads))

@@ -68,7 +68,7 @@ class Worker:
         artifact, symbol = inp.reference
 
         def run(arrays):
-            ref = Module(artifact, symbol, inp.args_info, "")
+            ref = Module(artifact, symbol, inp.args_info, "", release_gil=True)
             ref.set_num_threads(self.threads(inp))
             ref(*arrays)
         return self.cached_reference(inp, run, symbol)
@@ -98,7 +98,7 @@ class Worker:
         info = list(inp.args_info)
         for pos, factor in inp.packed:
             info[pos] = dataclasses.replace(info[pos], shape=packed_shape(info[pos].shape, factor))
-        mod = Module(inp.artifact, inp.symbol, info, "")
+        mod = Module(inp.artifact, inp.symbol, info, "", release_gil=True)
         mod.set_num_threads(self.threads(inp))
         arrays = pack_args(make_args(inp.args_info, inp.seed), inp.packed)
         ref = self.reference_outputs(inp) if inp.reference is not None else None
@@ -146,7 +146,8 @@ class Worker:
 
 
 def _exit_with_parent(parent_pid: int) -> None:
-    """Exit when the tuner is gone, even while a kernel hangs (it runs without the GIL)."""
+    """Exit when the tuner is gone, even while a kernel hangs (it runs without the GIL:
+    Module(release_gil=True))."""
     while True:
         time.sleep(1.0)
         if os.getppid() != parent_pid:
