@@ -94,6 +94,30 @@ def test_the_first_generation_starts_from_the_best_records():
     assert es.cost_model.num_trained == 16
 
 
+def test_an_untrained_model_first_learns_from_other_workloads():
+    """Transfer: with nothing measured on its own workload, the model trains on the
+    database's records of other workloads before the first batch (transfer_records of them);
+    with records of its own workload it learns from those instead; 0 turns transfer off."""
+    db = MemoryDatabase()
+    run(small(), 16, db, EvolutionarySearch(cost_model="xgb", **SMALL))
+
+    def prepared(func, **params):
+        es = EvolutionarySearch(cost_model="xgb", **{**SMALL, **params})
+        ctx = TuneContext(func, search_strategy=es, seed=5)
+        es.pre_tuning(max_trials=8, num_trials_per_iter=8,
+                      design_spaces=ctx.generate_design_space(), database=db, seen=set())
+        return es
+
+    other = small(M=32, N=64, K=64)
+    es = prepared(other)
+    assert es.transferred == 16 and es.cost_model.num_trained == 16
+    assert prepared(other, transfer_records=10).transferred == 10  # the newest ten
+    off = prepared(other, transfer_records=0)
+    assert off.transferred == 0 and off.cost_model.num_trained == 0
+    own = prepared(small())
+    assert own.transferred == 0 and own.cost_model.num_trained == 16
+
+
 def test_learning_finds_faster_schedules_than_random_sampling():
     """In the same 40 trials, evolutionary search with the xgb model finds a strictly faster
     schedule than random sampling on most seeds, is never slower (random sampling may find

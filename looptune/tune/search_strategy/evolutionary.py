@@ -24,7 +24,8 @@ from .space import DesignSpace, Point, finish_point, replay
 class EvolutionarySearch(SearchStrategy):
     """Parameters (defaults in tune/defaults.py, DEFAULT_EVOLUTIONARY): population_size,
     init_measured_ratio, init_min_unmeasured, genetic_num_iters, genetic_mutate_prob,
-    genetic_max_fail_count, eps_greedy, max_fail_count, max_search_share. `cost_model`: "xgb", "mlp", "random"
+    genetic_max_fail_count, eps_greedy, max_fail_count, max_search_share, transfer_records.
+    `cost_model`: "xgb", "mlp", "random"
     or a CostModel; `mutator_probs`: {mutator name or instance: probability} (default: the
     target's, from DEFAULT_MUTATOR_PROBS)."""
 
@@ -73,6 +74,10 @@ class EvolutionarySearch(SearchStrategy):
         usable = [r for r in records if not r.measure.get("aborted_early")]
         self.measured_records = sorted((r for r in usable if r.ok), key=lambda r: r.median_secs)
         self._learn_from_records(usable)
+        self.transferred = 0
+        if database is not None and self.transfer_records and not self.cost_model.num_trained:
+            self.transferred = self.cost_model.warm_start(
+                database, ctx.target, exclude=ctx.func, max_records=self.transfer_records)
         self._offers: list = []
         self._signature = self._tile_extents()
 
