@@ -97,12 +97,13 @@ def test_the_first_generation_starts_from_the_best_records():
 def test_an_untrained_model_first_learns_from_other_workloads():
     """Transfer: with nothing measured on its own workload, the model trains on the
     database's records of other workloads before the first batch (transfer_records of them);
-    with records of its own workload it learns from those instead; 0 turns transfer off."""
+    with records of its own workload it learns from those instead; 0 (the default) turns
+    transfer off."""
     db = MemoryDatabase()
     run(small(), 16, db, EvolutionarySearch(cost_model="xgb", **SMALL))
 
     def prepared(func, **params):
-        es = EvolutionarySearch(cost_model="xgb", **{**SMALL, **params})
+        es = EvolutionarySearch(cost_model="xgb", **{**SMALL, "transfer_records": 256, **params})
         ctx = TuneContext(func, search_strategy=es, seed=5)
         es.pre_tuning(max_trials=8, num_trials_per_iter=8,
                       design_spaces=ctx.generate_design_space(), database=db, seen=set())
@@ -112,7 +113,10 @@ def test_an_untrained_model_first_learns_from_other_workloads():
     es = prepared(other)
     assert es.transferred == 16 and es.cost_model.num_trained == 16
     assert prepared(other, transfer_records=10).transferred == 10  # the newest ten
-    off = prepared(other, transfer_records=0)
+    off = EvolutionarySearch(cost_model="xgb", **SMALL)
+    ctx = TuneContext(other, search_strategy=off, seed=5)
+    off.pre_tuning(max_trials=8, num_trials_per_iter=8, design_spaces=ctx.generate_design_space(),
+                   database=db, seen=set())
     assert off.transferred == 0 and off.cost_model.num_trained == 0
     own = prepared(small())
     assert own.transferred == 0 and own.cost_model.num_trained == 16

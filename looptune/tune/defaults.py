@@ -94,10 +94,13 @@ DEFAULT_EVOLUTIONARY = {
     "genetic_mutate_prob": 0.85,   # a child is a mutant (else a copy of its parent)
     "genetic_max_fail_count": 8,   # tries to mutate one parent into a new valid child
     "eps_greedy": 0.05,            # share of each batch picked at random, not by the model
-    "transfer_records": 256,       # a model with nothing to learn from on this workload first
-                                   # trains on up to this many newest records of other
+    "transfer_records": 0,         # > 0: a model with nothing to learn from on this workload
+                                   # first trains on up to this many newest records of other
                                    # workloads in the database, on the same target key
-                                   # (transfer; 0: start from the analytic prior)
+                                   # (transfer). Off: on Zen 4, from matmul 512 + conv2d
+                                   # records (benchmarks/transfer.py, 3 seeds, 64 trials) it
+                                   # found 0.97x the prior's best on matmul_add 1024 and
+                                   # 1.04x on a stride-2 conv2d: no gain over the prior
     "max_fail_count": 64,          # fresh samples that may fail in a row before giving up
     "max_search_share": 0.2,       # a batch stops evolving once its search has taken
                                    # share / (1 - share) of the previous batch's build and run
