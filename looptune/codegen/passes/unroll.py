@@ -5,7 +5,9 @@ and say which are unrolled explicitly (the body copied per iteration) where
 A loop is auto-unrolled when the statements it runs in total (its extent times its body's
 count) are at most the max step. A vectorized loop counts as the vector statements it
 becomes (registers of `vector_bits`: 8 float lanes with AVX2, 16 with AVX-512; 6 lanes are
-4 + 2), so unrolling around wide vectors stays within the budget.
+4 + 2), so unrolling around wide vectors stays within the budget. The max step applies to
+each annotated loop nest; `cap_unrolling` then bounds the whole kernel's printed copies
+(MAX_COPIED_STATEMENTS), which is what the C compiler's time grows with.
 """
 from __future__ import annotations
 
