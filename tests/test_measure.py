@@ -470,3 +470,17 @@ def test_no_worker_outlives_the_interpreter(mm, tmp_path):
         """, tmp_path)
     assert rc == -signal.SIGKILL
     _assert_gone_soon(pid)
+
+
+def test_the_worker_imports_its_parents_looptune_whatever_the_working_directory(
+        mm, tmp_path, monkeypatch):
+    """`python -c` puts the working directory first on sys.path: a folder named looptune
+    there (another checkout, an older version) must not be what the worker imports."""
+    decoy = tmp_path / "looptune"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise ImportError('the decoy looptune was imported')\n")
+    monkeypatch.chdir(tmp_path)
+    ref, tuned = mm
+    with LocalRunner(timeout_s=30.0) as r:
+        (res,) = r.run([runner_input(tuned, ref)])
+    assert res.ok, res.error_msg

@@ -107,7 +107,7 @@ def test_identical_binaries_are_measured_once():
     tune_tir(small(), "cpu", database=db, max_trials_global=12, num_trials_per_iter=6, seed=0,
              builder=SameBinary(), runner=runner, check_correctness=False, progress=False)
     assert len(db.get_all_tuning_records()) == 12
-    assert len(runner.ran) == 1
+    assert len(runner.ran) == 2  # measured once, and confirmed once (it was a new best)
 
 
 def test_round_robin_shares_the_budget_across_tasks():
@@ -144,8 +144,25 @@ def test_early_abort_threshold_follows_the_best_so_far():
     tune_tir(small(), "cpu", database=db, max_trials_global=10, num_trials_per_iter=5, seed=0,
              builder=FakeBuilder(), runner=runner, check_correctness=False, progress=False)
     assert runner.ran[0].abort_above_secs is None
+    limits = [i.abort_above_secs for i in runner.ran if i.screen_above_secs is not None]
+    assert limits == sorted(limits, reverse=True)  # the best so far only improves
     best = min(r.median_secs for r in db.get_all_tuning_records()[:5])
-    assert runner.ran[5].abort_above_secs == pytest.approx(3 * best)
+    assert any(x == pytest.approx(3 * best) for x in limits)
+    assert all(i.abort_above_secs is None for i in runner.ran if i.screen_above_secs is None)
+
+
+def test_a_new_best_is_timed_twice_and_its_record_holds_both():
+    """The fastest of many noisy measurements is likely a lucky one: each candidate that
+    beats the best so far is measured again and its record keeps every repeat."""
+    runner = FakeRunner()
+    db = MemoryDatabase()
+    tune_tir(small(), "cpu", database=db, max_trials_global=12, num_trials_per_iter=6, seed=0,
+             builder=FakeBuilder(), runner=runner, check_correctness=False, progress=False)
+    best = float("inf")
+    for r in sorted(db.get_all_tuning_records(), key=lambda r: r.time):
+        assert len(r.run_secs) == (4 if r.median_secs < best else 2), r.median_secs
+        best = min(best, r.median_secs)
+    assert len(runner.ran) == 12 + sum(len(r.run_secs) == 4 for r in db.get_all_tuning_records())
 
 
 def test_progress_line_shows_trials_best_failures_and_eta(monkeypatch):

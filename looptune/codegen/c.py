@@ -6,6 +6,11 @@ with unaligned loads/stores through a may_alias typedef of alignment 4.
 """
 from __future__ import annotations
 
+import re
+import subprocess
+from functools import lru_cache
+
+from .. import env
 from ..version import __version__
 from ..tir import dtype as dt
 from ..tir.expr import Broadcast, BufferLoad, Call, Cast, Ramp, Select, Var
@@ -13,7 +18,18 @@ from ..tir.func import PrimFunc
 from ..tir.functor import visit
 from ..tir.stmt import Allocate, BufferStore, For
 from . import vector_math
-from .cstyle import CStyleRenderer, c_comment
+from .cstyle import CStyleRenderer, c_comment, c_identifier
+
+# Macros of the generated code's headers, where the compiler cannot say which (see
+# header_macros): math.h's constants and classification macros, the limits of stdint.h
+MACROS_FALLBACK = frozenset("""INFINITY NAN HUGE_VAL HUGE_VALF HUGE_VALL FP_NAN FP_INFINITE
+FP_ZERO FP_SUBNORMAL FP_NORMAL FP_ILOGB0 FP_ILOGBNAN FP_FAST_FMA FP_FAST_FMAF MATH_ERRNO
+MATH_ERREXCEPT math_errhandling isnan isinf isfinite isnormal signbit fpclassify isgreater
+isgreaterequal isless islessequal islessgreater isunordered M_E M_LOG2E M_LOG10E M_LN2 M_LN10
+M_PI M_PI_2 M_PI_4 M_1_PI M_2_PI M_2_SQRTPI M_SQRT2 M_SQRT1_2 NULL EXIT_SUCCESS EXIT_FAILURE
+RAND_MAX MB_CUR_MAX errno bool true false INT8_MIN INT8_MAX INT16_MIN INT16_MAX INT32_MIN
+INT32_MAX INT64_MIN INT64_MAX UINT8_MAX UINT16_MAX UINT32_MAX UINT64_MAX INTPTR_MAX SIZE_MAX
+INT64_C UINT64_C INT32_C UINT32_C unix linux""".split())
 
 
 class CRenderer(CStyleRenderer):
@@ -37,6 +53,9 @@ class CRenderer(CStyleRenderer):
 static inline int omp_get_max_threads(void) { return 1; }
 #endif
 """
+
+    def identifier(self, name: str) -> str:
+        return c_identifier(name, self.keywords, header_macros(self.preamble))
 
     def __init__(self):
         super().__init__()
@@ -159,9 +178,10 @@ static inline int omp_get_max_threads(void) { return 1; }
             bits = dt.bits(dt.element(d))
             m = f"lt_mask_{d}"
             out = [f"typedef int{bits}_t {m} __attribute__((vector_size({dt.nbytes(d)})));"]
+            nan = " | (a != a)" if dt.is_float(dt.element(d)) else ""  # NaN wins, as numpy's
             for fn, cmp in (("min", "<"), ("max", ">")):
                 out.append(f"static inline {t} lt_{fn}_{d}({t} a, {t} b) {{ {m} k = "
-                           f"({m})(a {cmp} b); return ({t})((k & ({m})a) | "
+                           f"({m})((a {cmp} b){nan}); return ({t})((k & ({m})a) | "
                            f"(~k & ({m})b)); }}")
             return out
         if kind == "load2":
@@ -209,6 +229,20 @@ static inline void* lt_alloc(size_t n) {{ return aligned_alloc(64, (n + 63) / 64
     def packed_wrapper(self, func: PrimFunc, fname: str) -> str:
         args = ", ".join(f"({dt.c_type(b.dtype)}*)args[{i}]" for i, b in enumerate(func.params))
         return f"int32_t {fname}_packed(void** args) {{ return {fname}({args}); }}"
+
+
+@lru_cache(maxsize=None)
+def header_macros(preamble: str) -> frozenset:
+    """Every macro defined once `preamble`'s headers are included (the compiler's own list,
+    `cc -dM -E`, with OpenMP on), plus MACROS_FALLBACK: a tensor named INFINITY, NAN or
+    HUGE_VAL must not become one of them in the code."""
+    try:
+        out = subprocess.run([env.cc(), "-dM", "-E", "-fopenmp", "-x", "c", "-"],
+                             input=preamble, capture_output=True, text=True, timeout=60)
+        found = re.findall(r"^#define\s+([A-Za-z_]\w*)", out.stdout, re.M)
+    except (OSError, subprocess.TimeoutExpired):
+        found = []
+    return MACROS_FALLBACK | frozenset(found)
 
 
 def _free_names(loop: For):

@@ -35,7 +35,9 @@ F64_CALLS = {k: v.replace("f(", "(").replace("1.0f", "1.0") for k, v in F32_CALL
 # names (a buffer named after its operator, "abs" or "floor", would hide the function)
 C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern
 float for goto if inline int long register restrict return short signed sizeof static struct
-switch typedef union unsigned void volatile while bool true false main abs llabs""".split()) \
+switch typedef union unsigned void volatile while bool true false main abs llabs
+free abort aligned_alloc malloc calloc realloc memcpy memset memmove exit
+omp_get_max_threads omp_get_thread_num omp_get_num_threads omp_set_num_threads""".split()) \
     | frozenset(re.findall(r"([A-Za-z_]\w*)\(", " ".join([*F32_CALLS.values(), *F64_CALLS.values()])))
 
 
@@ -48,10 +50,13 @@ def c_comment(text) -> str:
     return out.replace("*/", "*<x2f>").replace("/*", "/<x2a>").replace("??", "?<x3f>")
 
 
-def c_identifier(name: str, keywords=C_KEYWORDS) -> str:
-    """A valid C identifier for `name`, clear of `keywords` and looptune's own lt_ names."""
-    base = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "v"
-    if base[0].isdigit() or base in keywords or base.startswith("lt_"):
+def c_identifier(name: str, keywords=C_KEYWORDS, macros=frozenset()) -> str:
+    """A valid C identifier for `name`, clear of `keywords`, of `macros` (what the headers
+    define: INFINITY, NAN, HUGE_VAL, ...), of the names C reserves (a leading underscore) and
+    of looptune's own lt_ names."""
+    base = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in name) or "v"
+    if (base[0].isdigit() or base[0] == "_" or base in keywords or base in macros
+            or base.startswith("lt_")):
         base = "v_" + base
     return base
 
@@ -312,9 +317,10 @@ class CStyleRenderer:
     def helper_def(self, kind: str, d: str) -> list:
         """The definitions of one lt_ helper (scalar min / max, floor division)."""
         t, q = self.type_name(d), self.helper_qualifier
-        if kind == "minmax":
-            return [f"{q} {t} lt_min_{d}({t} a, {t} b) {{ return a < b ? a : b; }}",
-                    f"{q} {t} lt_max_{d}({t} a, {t} b) {{ return a > b ? a : b; }}"]
+        if kind == "minmax":  # NaN wins, as numpy's minimum and maximum
+            nan = " || a != a" if dt.is_float(d) else ""
+            return [f"{q} {t} lt_min_{d}({t} a, {t} b) {{ return (a < b{nan}) ? a : b; }}",
+                    f"{q} {t} lt_max_{d}({t} a, {t} b) {{ return (a > b{nan}) ? a : b; }}"]
         if kind == "floordiv":
             return [f"{q} {t} lt_floordiv_{d}({t} a, {t} b) {{ {t} q = a / b; "
                     "return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }",

@@ -1,6 +1,10 @@
 """Child interpreters that run kernels for the tuner's runner and the fuzzer's sandbox: a
 fresh `python -c boot fd parent_pid` connected by a socket (it imports only looptune, and
-an uninstalled checkout works), and a stop that asks politely, then kills and reaps."""
+an uninstalled checkout works), and a stop that asks politely, then kills and reaps.
+
+The child imports the very looptune its parent runs: `python -c` puts the working directory
+first on sys.path, where another checkout (or any folder named looptune) would otherwise win,
+so the boot code puts this one's root before it."""
 from __future__ import annotations
 
 import os
@@ -21,6 +25,7 @@ def start_child(boot: str, env: dict | None = None) -> tuple:
            "PYTHONPATH": os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}
     with theirs:
         try:
+            boot = f"import sys; sys.path.insert(0, {ROOT!r}); {boot}"
             proc = subprocess.Popen([sys.executable, "-c", boot, str(theirs.fileno()),
                                      str(os.getpid())],
                                     pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,

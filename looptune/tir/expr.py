@@ -260,8 +260,8 @@ def _fold(op, a, b):
     if op == "%": return a % b if b != 0 else None
     if op == "tdiv": return _tdiv(a, b) if b != 0 else None
     if op == "tmod": return a - b * _tdiv(a, b) if b != 0 else None
-    if op == "min": return min(a, b)
-    if op == "max": return max(a, b)
+    if op == "min": return a if a < b or a != a else b  # NaN wins, as numpy's minimum
+    if op == "max": return a if a > b or a != a else b
     if op == "==": return a == b
     if op == "!=": return a != b
     if op == "<": return a < b

@@ -70,7 +70,7 @@ class _PyGen:
         if isinstance(e, Binary):
             a, b = self.expr(e.a), self.expr(e.b)
             if e.op in ("min", "max"):
-                return f"{e.op}({a}, {b})"
+                return f"_{e.op}({a}, {b})"
             if e.op == "tdiv":
                 return f"_tdiv({a}, {b})"
             if e.op == "tmod":
@@ -199,6 +199,15 @@ def _tmod(a, b):
     return a - b * _tdiv(a, b)
 
 
+def _min(a, b):
+    """numpy's minimum: a NaN on either side wins (Python's min keeps a NaN only first)."""
+    return a if a < b or a != a else b
+
+
+def _max(a, b):
+    return a if a > b or a != a else b
+
+
 def _fdiv(a, b):
     with np.errstate(divide="ignore", invalid="ignore"):
         return a / b
@@ -224,7 +233,7 @@ def numpy_type(npname: str):
 
 def _env(types=()):
     env = {"np": np, "math": math, "_product": itertools.product, "_tdiv": _tdiv,
-           "_tmod": _tmod, "_fdiv": _fdiv, "_erf": _erf}
+           "_tmod": _tmod, "_fdiv": _fdiv, "_erf": _erf, "_min": _min, "_max": _max}
     for name in types:
         env[f"_t_{name}"] = numpy_type(name)
     return env
