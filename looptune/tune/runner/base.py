@@ -96,6 +96,9 @@ class RunnerResult:
 
 class Runner:
     registry = Registry("runner")
+    # its times are measurements, with their noise: the tuner times a new best twice
+    # (tune/measure.py); a runner that answers from a table sets this False
+    confirms_best = True
     # the settings every result of this runner is measured with, when the runner fixes them
     # (a SimulatedRunner's table); None: the tuner's EvaluatorConfig
     evaluator: EvaluatorConfig | None = None

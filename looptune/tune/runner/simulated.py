@@ -34,6 +34,8 @@ class SimulatedRunner(Runner):
     Simulation does not model time: a strategy that paces its search by the measured wall
     time (EvolutionarySearch's `max_search_share`) should turn that off (`simulate` does)."""
 
+    confirms_best = False  # a table's answer is the same twice
+
     def __init__(self, database, *, on_missing: str = "error", target=None, evaluator=None,
                  runner="local"):
         if on_missing not in ON_MISSING:

@@ -122,6 +122,12 @@ class Worker:
             if warm > limit:
                 return {"run_secs": (warm,), "aborted_early": True}
         c = inp.config
+        if c.calls_from == "python":
+            # timed as a user calls it: with the GIL policy of an ordinary Module (held for
+            # short kernels). The first call, above, let the GIL go, so that a kernel that
+            # hangs there leaves _exit_with_parent running; a warm call does not start hanging
+            mod = Module(inp.artifact, inp.symbol, info, "")
+            mod.set_num_threads(self.threads(inp))
         prof = mod.time_evaluator(number=c.number, repeat=c.repeat, min_repeat_ms=c.min_repeat_ms,
                                   enable_cpu_cache_flush=c.enable_cpu_cache_flush,
                                   warm_up=False, arg_offsets=c.arg_offsets,
@@ -146,8 +152,8 @@ class Worker:
 
 
 def _exit_with_parent(parent_pid: int) -> None:
-    """Exit when the tuner is gone, even while a kernel hangs (it runs without the GIL:
-    Module(release_gil=True))."""
+    """Exit when the tuner is gone, even while a kernel hangs in its first call (which runs
+    without the GIL: Module(release_gil=True))."""
     while True:
         time.sleep(1.0)
         if os.getppid() != parent_pid:
