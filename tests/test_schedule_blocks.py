@@ -256,6 +256,60 @@ def test_cache_read_packs_a_panel_with_storage_align():
     assert re.search(r"float B_global\[228\]", mod.source), mod.source
 
 
+def conv_reference(x, w, stride, pad):
+    n, c, h, wd = x.shape
+    k, _, r, s = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (h + 2 * pad - r) // stride + 1, (wd + 2 * pad - s) // stride + 1
+    out = np.zeros((n, k, oh, ow), "float64")
+    for dr in range(r):
+        for ds in range(s):
+            win = xp[:, :, dr:dr + stride * oh:stride, ds:ds + stride * ow:stride]
+            out += np.einsum("nchw,kc->nkhw", win, w[:, :, dr, ds])
+    return out.astype("float32")
+
+
+def test_permute_layout_packs_a_conv_weight_panel_for_output_channel_vectors():
+    """A [K][C][R][S] weight copied per output-channel tile as [C][R][S][16], and the
+    accumulators kept with their output channel last: the vector loop over 16 output channels
+    reads the panel and updates the accumulators contiguously."""
+    tensors, _, _ = ops.workload("conv2d", N=1, C=8, H=10, W=10, K=32, R=3, S=3, stride=2,
+                                 pad=1)
+    sch = Schedule(te.create_prim_func(tensors))
+    b = sch.get_block("conv2d_nchw")
+    w = sch.cache_read(b, 1, "global")
+    sch.permute_layout(w, 0, [1, 2, 3, 0])
+    assert sch.get(w).writes[0].buffer.shape == (8, 3, 3, 32)
+    n, k, p, q, c, r, s = sch.get_loops(b)
+    ko, ki = sch.split(k, [None, 16])
+    sch.reorder(n, ko, p, q, c, r, s, ki)
+    sch.compute_at(w, ko)
+    acc = sch.cache_write(b, 0, "local")  # the accumulators too: [N][Y][X][K]
+    sch.permute_layout(b, 0, [0, 2, 3, 1])
+    sch.reverse_compute_at(acc, q)
+    sch.vectorize(ki)
+    x, wt = rand(1, 8, 10, 10), rand(32, 8, 3, 3)
+    mod = check(sch, [x, wt], conv_reference(x, wt, 2, 1))
+    allocs = []
+    visit(lower(sch.func).body, lambda n: allocs.append(n.buffer) if isinstance(n, Allocate)
+          else None)
+    assert [b.size for b in allocs if b.name == "W_global"] == [8 * 3 * 3 * 16]
+    if mod is not None:  # one 16-lane load of the panel per step, no gather
+        assert re.search(r"\(const lt_float32x16_u\*\)\(W_global \+", mod.source), mod.source
+    from looptune.schedule import Trace
+    from looptune.tir import structural_equal
+    fresh = Schedule(te.create_prim_func(tensors))
+    Trace.from_json(sch.trace.to_json()).apply_to_schedule(fresh)
+    assert structural_equal(fresh.func, sch.func)
+    fresh = Schedule(te.create_prim_func(tensors))
+    exec(sch.trace.as_python(), {"sch": fresh})
+    assert structural_equal(fresh.func, sch.func)
+    with pytest.raises(ScheduleError, match="permutation"):
+        sch.permute_layout(w, 0, [0, 1, 2])
+    with pytest.raises(ScheduleError, match="only intermediate buffers"):
+        sch.permute_layout(acc, 0, [0, 1, 3, 2])
+
+
 def test_set_scope_and_add_unit_loop():
     func = matmul_bias_relu(8, 8, 8)
     sch = Schedule(func)

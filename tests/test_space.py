@@ -79,7 +79,7 @@ def test_dense_fuses_the_epilogue_instead_of_caching():
 
 
 def test_conv2d_space_tiles_seven_loops_and_places_the_padding():
-    ctx, tensors, ref = context("conv2d", C=4, H=8, W=8, K=8)
+    ctx, tensors, ref = context("conv2d", C=4, H=8, W=8, K=12)  # K: no whole vector
     spaces = ctx.generate_design_space()
     assert len(spaces) == 2  # write-back at tiling level 1 or 2
     for sch in spaces:
@@ -88,6 +88,27 @@ def test_conv2d_space_tiles_seven_loops_and_places_the_padding():
         assert k["SampleComputeLocation"] == 1 and k["ComputeAt"] == 1
         assert k["ComputeInline"] == 0  # padding has a condition: not inlined
     check_samples(ctx, tensors, ref)
+
+
+def test_conv2d_space_offers_output_channel_vectors_with_packed_weight_panels():
+    """A stride-2 conv reads x as 2x+s: two more spaces vectorize the output channels
+    instead, each copying a weight panel per tile with k last and keeping the accumulators
+    with k last (permute_layout); their samples compute the conv."""
+    ctx, tensors, ref = context("conv2d", C=4, H=10, W=10, K=32, stride=2)
+    spaces = ctx.generate_design_space()
+    assert len(spaces) == 4
+    channel = [s for s in spaces if kinds(s)["PermuteLayout"]]
+    assert len(channel) == 2
+    for sch in channel:
+        k = kinds(sch)
+        assert k["CacheRead"] == 1 and k["PermuteLayout"] == 2 and k["CacheWrite"] == 1
+        block = sch.get(sch.get_block("conv2d_nchw"))
+        weight = next(r.buffer for r in block.reads if r.buffer.name.startswith("W"))
+        assert weight.shape == (4, 3, 3, 32)  # [C][R][S][K]
+        assert block.writes[0].buffer.shape[-1] == 32  # accumulators: [N][Y][X][K]
+    check_samples(ctx, tensors, ref, n=8)
+    # a matmul reads its columns contiguously: no such spaces
+    assert len(context("matmul", M=32, N=24, K=12)[0].generate_design_space()) == 2
 
 
 @pytest.mark.parametrize("name,shape", [("softmax", dict(M=6, N=10)),

@@ -428,6 +428,14 @@ class Schedule:
         self.apply_instruction("PackLayout", [block],
                                _ints("pack_layout", read_index=read_index, factor=factor))
 
+    def permute_layout(self, block: BlockRV, write_index: int, order) -> None:
+        """Store the intermediate buffer the block writes as write buffer #write_index with
+        its axes in `order` (new axis d is old axis order[d]); every access follows."""
+        index = _ints("permute_layout", write_index=write_index)
+        order = list(order)
+        _ints("permute_layout", **{f"order[{i}]": x for i, x in enumerate(order)})
+        self.apply_instruction("PermuteLayout", [block], [*index, [int(x) for x in order]])
+
     def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
         """Move the block's init into its own block placed before `loop`."""
         return self.apply_instruction("DecomposeReduction", [block, loop], [])[0]

@@ -11,7 +11,7 @@ DEFAULT_RULES = {
         # max_innermost_factor None: four vector registers' worth of float32 lanes
         ("multi-level-tiling", {"structure": "SSRSRS", "max_innermost_factor": None,
                                 "write_levels": (1, 2), "write_scope": "local",
-                                "tile_sampler": "partitioned"}),
+                                "tile_sampler": "partitioned", "channel_vectors": True}),
         ("parallel-vectorize-unroll", {"jobs_per_core": (1, 4, 16, 64),
                                        "max_vectorize_extent": 64,
                                        "unroll_max_steps": (0, 16, 64, 512),

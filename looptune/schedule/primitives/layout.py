@@ -14,13 +14,14 @@ packed by the tuner (postproc RewriteLayout).
 """
 from __future__ import annotations
 
+import dataclasses
 from math import ceil
 
 from ...tir.buffer import Buffer
 from ...tir.expr import BufferLoad
 from ...tir.func import PrimFunc
 from ...tir.functor import transform
-from ...tir.stmt import BufferRegion, BufferStore
+from ...tir.stmt import BlockRealize, BufferRegion, BufferStore
 from ..error import ScheduleError
 from ..trace import instruction
 
@@ -82,4 +83,46 @@ def pack_layout(sch, inputs, attrs, decision):
     packed = tuple(sorted({**done, pos: factor}.items()))
     attrs = tuple((k, v) for k, v in func.attrs if k != PACKED) + ((PACKED, packed),)
     sch.state.set_func(PrimFunc(func.name, params, transform(func.body, fn), attrs))
+    return []
+
+
+@instruction("PermuteLayout", "permute_layout", inputs=("block",),
+             attrs=("write_index", "order"))
+def permute_layout(sch, inputs, attrs, decision):
+    """Store intermediate buffer #write_index that the block writes with its axes in `order`
+    (new axis d is old axis order[d]): every access is rewritten, so what is computed is
+    unchanged. A cache_read copy of a weight whose vectorized index is not its last axis
+    (a conv's output channel in [K][C][R][S]) becomes a packed panel ([C][R][S][K]) that
+    the vector loop reads contiguously once compute_at has shrunk it to a tile."""
+    from .cache import _buffer_index
+    what = "permute_layout"
+    index, order = attrs
+    b = sch._block(inputs[0]).node.block
+    old = _buffer_index(b.writes, index, b, "write", what)
+    order = tuple(order)
+    if sorted(order) != list(range(old.ndim)):
+        raise ScheduleError(f"{what}: order {order} must be a permutation of the "
+                            f"{old.ndim} axes of {old.name} (0..{old.ndim - 1})")
+    root = sch.func.root
+    if old not in root.alloc_buffers:
+        raise ScheduleError(f"{what}: {old.name} is an argument of {sch.func.name} (or not "
+                            "allocated by it); only intermediate buffers can change layout")
+    if old.strides is not None or old.align:
+        raise ScheduleError(f"{what}: {old.name} has explicit strides or storage_align rules; "
+                            "permute its layout before aligning it")
+    new = Buffer(old.name, tuple(old.shape[d] for d in order), old.dtype, old.scope)
+
+    def fn(n):
+        if isinstance(n, BufferLoad) and n.buffer is old:
+            return BufferLoad(new, tuple(n.indices[d] for d in order), n.dtype)
+        if isinstance(n, BufferStore) and n.buffer is old:
+            return BufferStore(new, n.value, tuple(n.indices[d] for d in order))
+        if isinstance(n, BufferRegion) and n.buffer is old:
+            return BufferRegion(new, tuple(n.region[d] for d in order))
+        return n
+
+    allocs = tuple(new if x is old else x for x in root.alloc_buffers)
+    block = dataclasses.replace(root, body=transform(root.body, fn), alloc_buffers=allocs)
+    br = sch.func.body
+    sch.state.set_func(sch.func.with_body(BlockRealize(br.iter_values, br.predicate, block)))
     return []

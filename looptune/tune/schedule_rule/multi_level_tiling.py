@@ -19,7 +19,7 @@ finished by the rewrite-cooperative-fetch postprocessor (see there for why).
 from __future__ import annotations
 
 from ...schedule import ScheduleError
-from .analysis import has_reuse, is_elementwise, loop_kinds
+from .analysis import channel_vector_axis, has_reuse, is_elementwise, loop_kinds
 from .base import ScheduleRule
 
 GPU_MAX_VTHREADS = 8  # verify-gpu-code's default limit
@@ -34,6 +34,11 @@ def _root(limit: int, n: int) -> int:
     return p
 
 
+def _moved_last(ndim: int, axis: int) -> list:
+    """The axis order with `axis` moved last."""
+    return [d for d in range(ndim) if d != axis] + [axis]
+
+
 TILED = "meta_schedule.tiling_structure"
 COOPERATIVE_FETCH = "meta_schedule.cooperative_fetch"  # value: the vector length of the copy
 
@@ -43,7 +48,7 @@ class MultiLevelTiling(ScheduleRule):
     def __init__(self, structure: str = "SSRSRS", max_innermost_factor: int | None = None,
                  write_levels=(1, 2), write_scope: str = "local", read_levels=(),
                  tile_sampler: str = "partitioned", *, tile_binds=(), read_scope: str = "global",
-                 write_reuse: str = "may", vector_load_lens=()):
+                 write_reuse: str = "may", vector_load_lens=(), channel_vectors: bool = False):
         """max_innermost_factor None: 4 x the target's float32 vector lanes. tile_sampler:
         "perfect" (sample_perfect_tile: factors divide the extent) or "partitioned"
         (sample_tile on spatial loops: the innermost may leave a guarded tail).
@@ -51,7 +56,11 @@ class MultiLevelTiling(ScheduleRule):
         level's loops fused and bound. write_reuse "may": an elementwise consumer is fused at
         the write level instead of a cache; "must": always a `write_scope` cache, and a sole
         unscheduled elementwise consumer is inlined into its write-back. vector_load_lens: the
-        vector lengths a cooperative fetch into "shared" samples from."""
+        vector lengths a cooperative fetch into "shared" samples from. channel_vectors (CPU):
+        where the innermost loop is a poor vector axis and another is a good one
+        (analysis.channel_vector_axis: a stride-2 conv's x and its output channel k), also
+        offer spaces with that loop innermost, its weight copied per tile into a panel with
+        that axis last, and the accumulators stored likewise."""
         if set(structure) - {"S", "R"} or "S" not in structure:
             raise ValueError(f"structure {structure!r} must be made of S and R")
         if tile_sampler not in ("perfect", "partitioned"):
@@ -71,6 +80,7 @@ class MultiLevelTiling(ScheduleRule):
         self.read_scope = read_scope
         self.write_reuse = write_reuse
         self.vector_load_lens = tuple(vector_load_lens)
+        self.channel_vectors = channel_vectors
 
     def initialize_with_tune_context(self, context) -> None:
         if self.max_innermost_factor is None:
@@ -86,10 +96,11 @@ class MultiLevelTiling(ScheduleRule):
             return [sch]
         if any(lp.kind != "serial" for lp in sch.enclosing_loops(block)):
             return [sch]  # scheduled already (bound, parallel, ...)
+        variant = self._channel_vector_spaces(sch, block, kinds)
         try:
             groups = self._tile(sch, block, kinds)
         except ScheduleError:
-            return [sch]
+            return [sch] + variant
         sch.annotate(block, TILED, self.structure)  # later rules leave the tiled block be
         out = []
         for level in self.write_levels or (None,):
@@ -102,7 +113,7 @@ class MultiLevelTiling(ScheduleRule):
             out.append(s)
         out = out or [sch]
         if not self.read_levels:
-            return out
+            return out + variant
         with_reads = []
         for s in out:
             for level in self.read_levels:
@@ -112,7 +123,38 @@ class MultiLevelTiling(ScheduleRule):
                 except ScheduleError:
                     continue
                 with_reads.append(s2)
-        return with_reads or out
+        return (with_reads or out) + variant
+
+    def _channel_vector_spaces(self, sch, block, kinds) -> list:
+        """The spaces with a better vector axis innermost (see channel_vectors), one per
+        write level: tiled as usual but for that loop's innermost piece, placed last; each
+        weight that indexes it elsewhere than last copied per S1 tile into a panel that has
+        it last; the accumulators a local tile that has it last too."""
+        if not self.channel_vectors or self.tile_binds:
+            return []
+        params = sch.func.params
+        found = channel_vector_axis(sch, block, self.target.vector_lanes_f32, params)
+        if found is None:
+            return []
+        pos, packs, out_dim = found
+        spaces = []
+        for level in self.write_levels:
+            s = sch.copy()
+            try:
+                groups = self._tile(s, block, kinds, last=pos)
+                s.annotate(block, TILED, self.structure)
+                s_groups = [g for c, g in groups if c == "S"]
+                for buf, dim in packs:
+                    index = [r.buffer for r in s.get(block).reads].index(buf)
+                    cached = s.cache_read(block, index, "global")
+                    s.permute_layout(cached, 0, _moved_last(buf.ndim, dim))
+                    s.compute_at(cached, s_groups[1][-1] if len(s_groups) > 1 else
+                                 s_groups[0][-1])
+                self._write_back(s, block, groups, level, last_axis=out_dim)
+            except ScheduleError:
+                continue
+            spaces.append(s)
+        return spaces
 
     def _read_cache(self, sch, block, groups, level: int):
         """Copy each input per iteration of the last loop of the level-th reduction group."""
@@ -131,14 +173,16 @@ class MultiLevelTiling(ScheduleRule):
         vec = lens[0] if len(lens) == 1 else sch.sample_categorical(list(lens))
         sch.annotate(cached, COOPERATIVE_FETCH, vec)
 
-    def _tile(self, sch, block, kinds) -> list:
+    def _tile(self, sch, block, kinds, *, last: int | None = None) -> list:
         """Split and reorder (and bind the first levels to tile_binds); returns the loop
-        groups in structure order."""
+        groups in structure order. `last`: the position of the loop whose innermost piece
+        goes last (by default the pieces keep the loops' order)."""
         n_s, n_r = self.structure.count("S"), self.structure.count("R")
         levels = {"S": [[] for _ in range(n_s)], "R": [[] for _ in range(n_r)]}
         loops = sch.get_loops(block)
         n_axes = sum(1 for lp, kind in zip(loops, kinds) if kind == "S" and sch.get(lp).extent > 1)
-        for loop, kind in zip(loops, kinds):
+        last_piece = None
+        for pos, (loop, kind) in enumerate(zip(loops, kinds)):
             n = n_s if kind == "S" else n_r
             inner = self.max_innermost_factor or 64
             if self.tile_binds and n > 1:  # GPU: every level within the launch's limits
@@ -150,6 +194,12 @@ class MultiLevelTiling(ScheduleRule):
                 tiles = sch.sample_perfect_tile(loop, n=n, max_innermost_factor=inner)
             for k, piece in enumerate(sch.split(loop, tiles) if n > 1 else [loop]):
                 levels[kind][k].append(piece)
+            if pos == last:
+                last_piece = levels[kind][n - 1][-1]
+        if last_piece is not None:
+            inner = levels["S"][n_s - 1]
+            inner.remove(last_piece)
+            inner.append(last_piece)
         count = {"S": 0, "R": 0}
         groups = []
         for c in self.structure:
@@ -190,18 +240,22 @@ class MultiLevelTiling(ScheduleRule):
         caps[-1] = min(caps[-1], inner) if caps[-1] is not None else inner
         return caps
 
-    def _write_back(self, sch, block, groups, level: int):
-        """Write the block's results back at the end of the level-th spatial group."""
+    def _write_back(self, sch, block, groups, level: int, *, last_axis: int | None = None):
+        """Write the block's results back at the end of the level-th spatial group.
+        `last_axis`: always through a local cache, stored with that axis last."""
         s_groups = [g for c, g in groups if c == "S"]
         if level > len(s_groups) or not s_groups[level - 1]:
             raise ScheduleError("no such tiling level")
         loop = s_groups[level - 1][-1]
         consumers = sch.get_consumers(block)
         fusible = len(consumers) == 1 and is_elementwise(sch.get(consumers[0]))
-        if fusible and self.write_reuse == "may":
+        if fusible and self.write_reuse == "may" and last_axis is None:
             sch.reverse_compute_at(consumers[0], loop)
             return
         cached = sch.cache_write(block, 0, self.write_scope)
+        if last_axis is not None:
+            ndim = sch.get(block).writes[0].buffer.ndim
+            sch.permute_layout(block, 0, _moved_last(ndim, last_axis))
         sch.reverse_compute_at(cached, loop)
         if fusible and all(lp.kind == "serial"
                            for lp in sch.enclosing_loops(consumers[0])):
