@@ -280,6 +280,8 @@ def test_permute_layout_packs_a_conv_weight_panel_for_output_channel_vectors():
     w = sch.cache_read(b, 1, "global")
     sch.permute_layout(w, 0, [1, 2, 3, 0])
     assert sch.get(w).writes[0].buffer.shape == (8, 3, 3, 32)
+    # the copy walks the new layout: its loops (built from its variables) write contiguously
+    assert [iv.extent for iv in sch.get(w).iter_vars] == [8, 3, 3, 32]
     n, k, p, q, c, r, s = sch.get_loops(b)
     ko, ki = sch.split(k, [None, 16])
     sch.reorder(n, ko, p, q, c, r, s, ki)

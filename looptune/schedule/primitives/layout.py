@@ -119,6 +119,13 @@ def permute_layout(sch, inputs, attrs, decision):
             return BufferStore(new, n.value, tuple(n.indices[d] for d in order))
         if isinstance(n, BufferRegion) and n.buffer is old:
             return BufferRegion(new, tuple(n.region[d] for d in order))
+        if isinstance(n, BlockRealize) and _copies_into(n.block, new):
+            # a copy's iteration variables in the new order too: loops that compute_at
+            # builds for it then walk the new layout, writing it contiguously
+            b = n.block
+            return BlockRealize(tuple(n.iter_values[d] for d in order), n.predicate,
+                                dataclasses.replace(b, iter_vars=tuple(
+                                    b.iter_vars[d] for d in order)))
         return n
 
     allocs = tuple(new if x is old else x for x in root.alloc_buffers)
@@ -126,3 +133,13 @@ def permute_layout(sch, inputs, attrs, decision):
     br = sch.func.body
     sch.state.set_func(sch.func.with_body(BlockRealize(br.iter_values, br.predicate, block)))
     return []
+
+
+def _copies_into(block, buf) -> bool:
+    """The block is `buf[v0, .., vn] = src[..]` over exactly its own variables v0..vn."""
+    body = block.body
+    return (isinstance(body, BufferStore) and body.buffer is buf and block.init is None
+            and len(block.iter_vars) == buf.ndim
+            and sorted(id(v) for v in body.indices) == sorted(id(iv.var)
+                                                             for iv in block.iter_vars)
+            and all(iv.kind == "S" for iv in block.iter_vars))
