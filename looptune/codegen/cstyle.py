@@ -50,6 +50,16 @@ def c_comment(text) -> str:
     return out.replace("*/", "*<x2f>").replace("/*", "/<x2a>").replace("??", "?<x3f>")
 
 
+def c_string(text) -> str:
+    """`text` as a C string literal: printable ASCII as itself (quote, backslash and `?`, the
+    start of a trigraph, escaped), every other byte of its UTF-8 as an octal escape."""
+    out = []
+    for b in str(text).encode("utf-8"):
+        c = chr(b)
+        out.append("\\" + c if c in '"\\?' else c if " " <= c <= "~" else f"\\{b:03o}")
+    return '"' + "".join(out) + '"'
+
+
 def c_identifier(name: str, keywords=C_KEYWORDS, macros=frozenset()) -> str:
     """A valid C identifier for `name`, clear of `keywords`, of `macros` (what the headers
     define: INFINITY, NAN, HUGE_VAL, ...), of the names C reserves (a leading underscore) and
