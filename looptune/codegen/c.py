@@ -254,17 +254,17 @@ static inline void* lt_alloc(size_t n) {{ return aligned_alloc(64, (n + 63) / 64
 def index_error_defs(fname: str, sites) -> str:
     """What a kernel with checked indices (passes/check_index.py) needs: its error record,
     the check, and `<fname>_index_error`, which tells the caller (runtime/module.py) about
-    this thread's last out-of-range index: info = {value, axis, size, wrap}, names[0] = the
-    buffer, names[1] = the kernel; it returns the site (0: none). The first failing check of
+    this thread's last out-of-range index: info = {value, axis, size, wrap, parameter
+    position of the buffer or -1}, names[0] = the buffer, names[1] = the kernel; it returns the site (0: none). The first failing check of
     a call wins; the others (other threads of a parallel loop) leave the record alone."""
     if not sites:
         return ""
-    names = ", ".join(c_string(b) for b, _, _, _ in sites)
-    info = ", ".join(f"{{{axis}, {size}, {int(wrap)}}}" for _, axis, size, wrap in sites)
+    names = ", ".join(c_string(site[0]) for site in sites)
+    info = ", ".join("{" + ", ".join(str(int(v)) for v in site[1:]) + "}" for site in sites)
     return f"""typedef struct {{ int32_t site; int64_t value; }} lt_index_error;
 static _Thread_local lt_index_error lt_last_index_error;
 static const char* const lt_index_buffers[] = {{{names}}};
-static const int64_t lt_index_info[][3] = {{{info}}};
+static const int64_t lt_index_info[][4] = {{{info}}};
 static inline int64_t lt_check_index(int64_t i, int64_t size, int wrap, int32_t site,
                                      lt_index_error* err) {{
   if (__builtin_expect(i >= size || i < (wrap ? -size : 0), 0)) {{
@@ -280,7 +280,7 @@ int32_t {fname}_index_error(int64_t* info, const char** names) {{
   int32_t site = lt_last_index_error.site;
   if (site < 1 || site > {len(sites)}) return 0;
   info[0] = lt_last_index_error.value;
-  for (int k = 0; k < 3; ++k) info[k + 1] = lt_index_info[site - 1][k];
+  for (int k = 0; k < 4; ++k) info[k + 1] = lt_index_info[site - 1][k];
   names[0] = lt_index_buffers[site - 1];
   names[1] = "{fname}";
   return site;

@@ -171,11 +171,11 @@ class Module:
         query = getattr(self._lib, f"{self.symbol}_index_error", None)
         if not INDEX_ERROR_STATUS <= rc < MISMATCH or query is None:
             return RunError(f"{self.symbol} failed with status {rc} (out of memory?)")
-        info, names = (ctypes.c_int64 * 4)(), (ctypes.c_char_p * 3)()
+        info, names = (ctypes.c_int64 * 5)(), (ctypes.c_char_p * 3)()
         query.restype = ctypes.c_int32
         if not query(info, names):
             return RunError(f"{self.symbol} failed with status {rc} (an index out of range)")
-        value, axis, size, wrap = (int(v) for v in info)
+        value, axis, size, wrap, _ = (int(v) for v in info)
         buffer, kernel, node = (n.decode("utf-8", "replace") if n else "" for n in names)
         lo = -size if wrap else 0
         where = f"kernel {kernel}" + (f" (node {node})" if node else "")

@@ -7,7 +7,8 @@ known statically - affine in the loops, or clamped - get no check and cost nothi
 A check is `Call(INDEX_CHECK, (index, size, wrap, site))`: the index itself when it lies in
 [0, size) (with `wrap`, [-size, size), a negative one counting from the end, as ONNX and numpy
 do), else 0 - a safe element - after recording (site, index) for the kernel's error. Sites
-number from 1 in the function's attribute INDEX_SITES: (buffer name, axis, size, wrap)."""
+number from 1 in the function's attribute INDEX_SITES: (buffer name, axis, size, wrap, the
+buffer's position among the parameters or -1)."""
 from __future__ import annotations
 
 from ...tir.arith.interval import const_bound
@@ -65,7 +66,8 @@ def check_indices(func: PrimFunc) -> PrimFunc:
                 out.append(idx)
                 continue
             x, wrap = _unwrapped(idx, size)
-            sites.append((buf.name, axis, int(size), wrap))
+            param = next((k for k, p in enumerate(func.params) if p is buf), -1)
+            sites.append((buf.name, axis, int(size), wrap, param))
             out.append(Call(INDEX_CHECK, (x, const(int(size), x.dtype), const(int(wrap), x.dtype),
                                           const(len(sites), x.dtype)), x.dtype))
         return tuple(out)
