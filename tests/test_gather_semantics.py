@@ -22,9 +22,9 @@ def rand(*shape):
 def gather_rows(n=16, m=8, k=32, *, schedule=False):
     """C[i, j] = A[I[i], j]: rows of A picked by the data-dependent I."""
     A = te.placeholder((n, k), name="A")
-    I = te.placeholder((m,), name="I", dtype="int32")
-    C = te.compute((m, k), lambda i, j: A[I[i], j] * 2.0, name="C")
-    func = te.create_prim_func([A, I, C])
+    Ix = te.placeholder((m,), name="I", dtype="int32")
+    C = te.compute((m, k), lambda i, j: A[Ix[i], j] * 2.0, name="C")
+    func = te.create_prim_func([A, Ix, C])
     if not schedule:
         return func
     s = lt.Schedule(func)
@@ -75,12 +75,27 @@ def test_statically_bounded_kernels_carry_no_check():
     B = te.placeholder((n, n), name="B")
     k = te.reduce_axis((0, n), name="k")
     C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    I = te.placeholder((n,), name="I", dtype="int32")
+    Ix = te.placeholder((n,), name="I", dtype="int32")
     # a data-dependent index that is clamped into range needs no check either
-    D = te.compute((n,), lambda i: A[te.max(te.min(I[i], n - 1), 0), i], name="D")
-    for func in (te.create_prim_func([A, B, C]), te.create_prim_func([A, I, D])):
+    D = te.compute((n,), lambda i: A[te.max(te.min(Ix[i], n - 1), 0), i], name="D")
+    for func in (te.create_prim_func([A, B, C]), te.create_prim_func([A, Ix, D])):
         src = lt.build(func, target="cpu").source
         assert "lt_check_index" not in src and "lt_index_error" not in src
+
+
+def test_random_test_inputs_are_valid_indices():
+    """Tuning and verification call kernels on random inputs: an index input gets values
+    inside the axis it indexes (the default integers, [-8, 8), would make a gather of an
+    axis of 3 fail)."""
+    from looptune.backend.base import args_info
+    from looptune.runtime import random_args
+    from looptune.tune.tune import verify
+    func = gather_rows(n=3)
+    info = args_info(func)
+    assert [a.index_bound for a in info] == [0, 3, 0]
+    idx = random_args(info, 0)[1]
+    assert idx.min() >= 0 and idx.max() < 3 and len(set(idx.tolist())) > 1
+    assert verify(lt.build(gather_rows(n=3, schedule=True), target="cpu"), func)
 
 
 def test_time_evaluator_reports_an_index_error_too():
@@ -91,16 +106,8 @@ def test_time_evaluator_reports_an_index_error_too():
 
 
 # ------------------------------------------------------------------ ONNX
-onnx_cases = []
-try:
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-except ImportError:  # pragma: no cover
-    onnx = None
-
-
 def onnx_model(node, data_shape, idx_shape, *, data_const=False, opset=17):
-    from onnx import TensorProto as T
+    from onnx import TensorProto as T, helper, numpy_helper
     inputs = [helper.make_tensor_value_info("i", T.INT64, idx_shape)]
     inits = []
     data = rand(*data_shape)
@@ -123,23 +130,42 @@ def ort_run(m, feeds):
 
 
 ONNX_CASES = {
-    # name: (node, data shape, indices shape, data constant, axis size)
-    "gather_axis0_const_table": (("Gather", 0), (10, 6), (3, 4), True, 10),
-    "gather_axis0": (("Gather", 0), (10, 6), (3, 4), False, 10),
-    "gather_axis1": (("Gather", 1), (4, 7, 3), (5,), False, 7),
-    "gather_axis_neg": (("Gather", -1), (4, 5), (2, 3), False, 5),
-    "gather_elements": (("GatherElements", 1), (4, 6), (4, 3), False, 6),
-    "gather_elements_axis0": (("GatherElements", 0), (5, 3), (2, 3), False, 5),
+    # name: (operator, attributes, data shape, indices shape, data constant, axis size)
+    "gather_axis0_const_table": ("Gather", {"axis": 0}, (10, 6), (3, 4), True, 10),
+    "gather_axis0": ("Gather", {"axis": 0}, (10, 6), (3, 4), False, 10),
+    "gather_axis1": ("Gather", {"axis": 1}, (4, 7, 3), (5,), False, 7),
+    "gather_axis_neg": ("Gather", {"axis": -1}, (4, 5), (2, 3), False, 5),
+    "gather_elements": ("GatherElements", {"axis": 1}, (4, 6), (4, 3), False, 6),
+    "gather_elements_axis0": ("GatherElements", {"axis": 0}, (5, 3), (2, 3), False, 5),
+    "gather_nd": ("GatherND", {}, (5, 5, 3), (2, 3, 2), False, 5),
+    "gather_nd_const_data": ("GatherND", {}, (4, 6), (5, 1), True, 4),
+    "gather_nd_batch": ("GatherND", {"batch_dims": 1}, (3, 5, 4), (3, 2, 1), False, 5),
 }
 
 
 def _onnx_case(name):
-    pytest.importorskip("onnx")
-    (op, axis), shape, ishape, const, dim = ONNX_CASES[name]
-    node = helper.make_node(op, ["x", "i"], ["y"], axis=axis)
-    m, data = onnx_model(node, shape, ishape, data_const=const)
+    helper = pytest.importorskip("onnx.helper")
     from looptune.frontend.onnx import from_onnx
+    op, attrs, shape, ishape, const, dim = ONNX_CASES[name]
+    m, data = onnx_model(helper.make_node(op, ["x", "i"], ["y"], **attrs), shape, ishape,
+                         data_const=const)
     return m, data, const, ishape, dim, lt.compile_model(from_onnx(m), target="cpu")
+
+
+def test_constant_gather_nd_indices_fold_or_are_refused_at_import():
+    pytest.importorskip("onnx")
+    from onnx import helper, numpy_helper
+    from looptune.frontend.common import ImportError_
+    from looptune.frontend.onnx import from_onnx
+    idx = np.array([[1, -2], [0, 3]], np.int64)
+    m, data = onnx_model(helper.make_node("GatherND", ["x", "i"], ["y"]), (4, 5), (2, 2))
+    m.graph.input.pop()  # the indices become a constant
+    m.graph.initializer.append(numpy_helper.from_array(idx, "i"))
+    np.testing.assert_allclose(lt.compile_model(from_onnx(m), target="cpu")(data),
+                               ort_run(m, {"x": data}), rtol=1e-6)
+    m.graph.initializer[-1].CopyFrom(numpy_helper.from_array(np.array([[1, 5]], np.int64), "i"))
+    with pytest.raises(ImportError_, match="GatherND index 5 is out of range for axis 1"):
+        from_onnx(m)
 
 
 @pytest.mark.parametrize("name", sorted(ONNX_CASES))
@@ -184,9 +210,6 @@ def test_empty_and_non_onnx_files_get_a_clear_error(tmp_path):
 
 
 # ------------------------------------------------------------------ torch
-torch_cases = {}
-
-
 def _torch_cases():
     torch = pytest.importorskip("torch")
     nn = torch.nn
@@ -211,7 +234,7 @@ def _torch_cases():
     }
 
 
-def _torch_compile(name, idx_shape_dim):
+def _torch_compile(name):
     torch, cases = _torch_cases()
     mod, x, shape, dim, wraps = cases[name]
     from looptune.frontend.torch import from_torch
@@ -226,7 +249,7 @@ TORCH_NAMES = ["embedding", "index_select", "gather", "index_tensor", "index_ten
 
 @pytest.mark.parametrize("name", TORCH_NAMES)
 def test_torch_indices_match_torch_in_range_and_for_negatives(name):
-    torch, mod, x, shape, dim, wraps, compiled = _torch_compile(name, None)
+    torch, mod, x, shape, dim, wraps, compiled = _torch_compile(name)
     idx = torch.randint(0, dim, shape)
     args = (idx,) if x is None else (x, idx)
     got = compiled(*(a.numpy() for a in args))
@@ -245,7 +268,7 @@ def test_torch_indices_match_torch_in_range_and_for_negatives(name):
 
 @pytest.mark.parametrize("name", TORCH_NAMES)
 def test_torch_out_of_range_indices_raise_as_torch(name):
-    torch, mod, x, shape, dim, wraps, compiled = _torch_compile(name, None)
+    torch, mod, x, shape, dim, wraps, compiled = _torch_compile(name)
     idx = torch.randint(0, dim, shape)
     idx.view(-1)[-1] = dim + 2
     args = (idx,) if x is None else (x, idx)

@@ -255,8 +255,9 @@ def index_error_defs(fname: str, sites) -> str:
     """What a kernel with checked indices (passes/check_index.py) needs: its error record,
     the check, and `<fname>_index_error`, which tells the caller (runtime/module.py) about
     this thread's last out-of-range index: info = {value, axis, size, wrap, parameter
-    position of the buffer or -1}, names[0] = the buffer, names[1] = the kernel; it returns the site (0: none). The first failing check of
-    a call wins; the others (other threads of a parallel loop) leave the record alone."""
+    position of the buffer or -1}, names[0] = the buffer, names[1] = the kernel; it returns
+    the site (0: none). The first failing check of a call wins; the others (other threads of
+    a parallel loop) leave the record alone."""
     if not sites:
         return ""
     names = ", ".join(c_string(site[0]) for site in sites)

@@ -48,18 +48,24 @@ class ProfileResult:
 
 @dataclass(frozen=True)
 class ArgInfo:
+    """A kernel argument. `index_bound` > 0: an integer input the kernel uses as indices into
+    an axis of that size, so random test inputs (ndarray.random_args) stay below it."""
+
     name: str
     shape: tuple
     dtype: str
     written: bool
+    index_bound: int = 0
 
     def to_json(self) -> dict:
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
-                "written": self.written}
+        d = {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
+             "written": self.written}
+        return {**d, "index_bound": self.index_bound} if self.index_bound else d
 
     @staticmethod
     def from_json(d) -> "ArgInfo":
-        return ArgInfo(d["name"], tuple(d["shape"]), d["dtype"], bool(d["written"]))
+        return ArgInfo(d["name"], tuple(d["shape"]), d["dtype"], bool(d["written"]),
+                       int(d.get("index_bound", 0)))
 
 
 def check_runs_here(lib_path) -> None:

@@ -1,5 +1,5 @@
 """Indexing and broadcasting copies: gather (np.take), gather_elements
-(np.take_along_axis), expand (np.broadcast_to) and tile (np.tile).
+(np.take_along_axis), gather_nd (ONNX GatherND), expand (np.broadcast_to) and tile (np.tile).
 
 Indices are int32 tensors. With `wrap` (the default: numpy, ONNX and torch's x[idx]) a
 negative index counts from the end (idx + dim) and the valid ones are [-dim, dim); without it
@@ -103,6 +103,48 @@ def gather_elements(inputs, attrs, node):
         return data[i[:a] + (read_index(idx[i], data.shape[a], _wrap(attrs)),) + i[a + 1:]]
 
     return te.compute(idx.shape, body, name=node, tag="injective")
+
+
+def _nd_shapes(node, data, idx, b: int):
+    """ONNX GatherND's checks: (k, output shape); k = idx.shape[-1] axes of data are indexed
+    after b batch axes that data and indices share."""
+    k = idx[-1] if idx else 0
+    if not (0 <= b < len(idx) and b <= len(data) and 1 <= k <= len(data) - b
+            and tuple(data[:b]) == tuple(idx[:b])):
+        raise GraphError(f"node {node} (gather_nd): indices {tuple(idx)} cannot index data "
+                         f"{tuple(data)} with batch_dims={b} (ONNX GatherND: the first "
+                         "batch_dims axes equal, and 1 <= indices.shape[-1] <= data rank - "
+                         "batch_dims)")
+    return k, tuple(idx[:-1]) + tuple(data[b + k:])
+
+
+def _gather_nd_ref(a, attrs):
+    data, idx = a
+    b = int(attrs.get("batch_dims", 0))
+    k, shape = _nd_shapes("", data.shape, idx.shape, b)
+    idx = np.stack([checked_indices(idx[..., j], data.shape[b + j], "gather_nd")
+                    for j in range(k)], axis=-1)
+    out = np.empty(shape, data.dtype)
+    for pos in np.ndindex(*idx.shape[:-1]):
+        out[pos] = data[pos[:b] + tuple(idx[pos])]
+    return out
+
+
+@graph_op("gather_nd", "injective", attrs=("batch_dims",), ref=_gather_nd_ref)
+def gather_nd(inputs, attrs, node):
+    """out[p, rest] = data[p[:b], indices[p], rest] for each position p of indices.shape[:-1]
+    (ONNX GatherND; negative indices count from the end)."""
+    data, idx = _index(node, "gather_nd", inputs)
+    b = attrs.get("batch_dims", 0)
+    k, shape = _nd_shapes(node, data.shape, idx.shape, b)
+    q = idx.ndim
+
+    def body(*i):
+        pos = i[:q - 1]
+        rows = tuple(read_index(idx[pos + (j,)], data.shape[b + j], True) for j in range(k))
+        return data[pos[:b] + rows + i[q - 1:]]
+
+    return te.compute(shape, body, name=node, tag="injective")
 
 
 def _expand_shape(node, in_shape, shape):
