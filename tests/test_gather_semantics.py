@@ -276,3 +276,42 @@ def test_torch_out_of_range_indices_raise_as_torch(name):
         mod(*args)
     with pytest.raises(IndexRangeError, match=f"index {dim + 2} is out of range"):
         compiled(*(a.numpy() for a in args))
+
+
+# ------------------------------------------------------------------ the interpreter, CUDA
+def test_interpreter_runs_the_checked_lowering():
+    """The reference interpreter runs the scalar lowering (testing/check.py): its checks
+    raise IndexError as the kernel does."""
+    from looptune.codegen import lower
+    from looptune.tir.interpreter import run
+    lowered = lower(gather_rows(), vectorize=False)
+    a, idx, c = rand(16, 32), RNG.integers(0, 16, 8).astype("int32"), np.empty((8, 32), "float32")
+    run(lowered, a, idx, c)
+    np.testing.assert_allclose(c, a[idx] * 2, rtol=1e-6)
+    idx[0] = -1
+    with pytest.raises(IndexError, match="index -1 is out of range for an axis of size 16"):
+        run(lowered, a, idx, c)
+
+
+@pytest.mark.parametrize("wrap", [True, False])
+def test_cuda_reads_a_safe_element_for_a_bad_index(wrap):
+    """CUDA kernels have no error path (yet): an index out of range reads element 0 instead
+    of faulting; in range (and negative where wrapped) they read what they should."""
+    from looptune.codegen.cuda import render_cuda
+    from looptune.codegen.gpu import lower_gpu
+    from looptune.graph.op.gather import read_index
+    from looptune.tir.interpreter_gpu import run_program
+    A = te.placeholder((16, 32), name="A")
+    Ix = te.placeholder((8,), name="I", dtype="int32")
+    C = te.compute((8, 32), lambda i, j: A[read_index(Ix[i], 16, wrap), j], name="C")
+    s = lt.Schedule(te.create_prim_func([A, Ix, C]))
+    i, j = s.get_loops(s.get_block("C"))
+    s.bind(i, "blockIdx.x")
+    s.bind(j, "threadIdx.x")
+    src = render_cuda(lower_gpu(s.func))
+    assert "lt_safe_index(" in src and f", 16, {int(wrap)})" in src
+    prog = lower_gpu(s.func, vectorize=False)
+    a, idx, c = rand(16, 32), RNG.integers(-16 if wrap else 0, 16, 8).astype("int32"), \
+        np.empty((8, 32), "float32")
+    run_program(prog, a, idx, c)
+    np.testing.assert_allclose(c, a[idx], rtol=1e-6)
