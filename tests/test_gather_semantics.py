@@ -19,10 +19,10 @@ def rand(*shape):
 
 
 # ------------------------------------------------------------------ te kernels
-def gather_rows(n=16, m=8, k=32, *, schedule=False):
+def gather_rows(n=16, m=8, k=32, *, schedule=False, dtype="int32"):
     """C[i, j] = A[I[i], j]: rows of A picked by the data-dependent I."""
     A = te.placeholder((n, k), name="A")
-    Ix = te.placeholder((m,), name="I", dtype="int32")
+    Ix = te.placeholder((m,), name="I", dtype=dtype)
     C = te.compute((m, k), lambda i, j: A[Ix[i], j] * 2.0, name="C")
     func = te.create_prim_func([A, Ix, C])
     if not schedule:
@@ -61,6 +61,18 @@ def test_te_gather_out_of_range_raises_naming_kernel_buffer_and_value(schedule, 
     idx[5] = 3
     mod(a, idx, c)
     np.testing.assert_allclose(c, a[idx] * 2, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype,bad", [("int8", -128), ("int64", 1 << 40)])
+def test_te_gather_reports_the_index_of_any_integer_type_exactly(dtype, bad):
+    mod = lt.build(gather_rows(dtype=dtype), target="cpu")
+    a, idx = rand(16, 32), RNG.integers(0, 16, 8).astype(dtype)
+    c = np.empty((8, 32), "float32")
+    mod(a, idx, c)
+    np.testing.assert_allclose(c, a[idx] * 2, rtol=1e-6)
+    idx[7] = bad
+    with pytest.raises(IndexRangeError, match=f"index {bad} is out of range for axis 0 of A"):
+        mod(a, idx, c)
 
 
 def test_te_gather_check_keeps_the_rest_vectorized():
@@ -309,7 +321,7 @@ def test_cuda_reads_a_safe_element_for_a_bad_index(wrap):
     s.bind(i, "blockIdx.x")
     s.bind(j, "threadIdx.x")
     src = render_cuda(lower_gpu(s.func))
-    assert "lt_safe_index(" in src and f", 16, {int(wrap)})" in src
+    assert "lt_safe_index(I[i], " in src and f", {int(wrap)})" in src
     prog = lower_gpu(s.func, vectorize=False)
     a, idx, c = rand(16, 32), RNG.integers(-16 if wrap else 0, 16, 8).astype("int32"), \
         np.empty((8, 32), "float32")

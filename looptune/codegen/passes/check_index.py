@@ -4,7 +4,7 @@ names the buffer, the axis and the value (codegen/c.py renders the check, runtim
 raises IndexRangeError) instead of reading or writing out of bounds. Indices whose range is
 known statically - affine in the loops, or clamped - get no check and cost nothing.
 
-A check is `Call(INDEX_CHECK, (index, size, wrap, site))`: the index itself when it lies in
+A check is `Call(INDEX_CHECK_OP, (index, size, wrap, site))`: the index itself when it lies in
 [0, size) (with `wrap`, [-size, size), a negative one counting from the end, as ONNX and numpy
 do), else 0 - a safe element - after recording (site, index) for the kernel's error. Sites
 number from 1 in the function's attribute INDEX_SITES: (buffer name, axis, size, wrap, the
@@ -12,24 +12,18 @@ buffer's position among the parameters or -1)."""
 from __future__ import annotations
 
 from ...tir.arith.interval import const_bound
-from ...tir.expr import INDEX_CHECK_OP, Binary, BufferLoad, Call, IntImm, Select, binary, const, select
+from ...tir.expr import INDEX_CHECK_OP, Binary, BufferLoad, Call, IntImm, Select, const
 from ...tir.func import PrimFunc
 from ...tir.functor import transform, visit
 from ...tir.stmt import BufferStore, For
 from ...tir.structural import structural_equal
 
-INDEX_CHECK = INDEX_CHECK_OP
 INDEX_SITES = "index_sites"
 
 
-def wrapped_index(i, size: int):
-    """`i + size if i < 0 else i`: the graph operators' spelling of an index that counts from
-    the end when negative, which check_indices recognizes (and checks against [-size, size))."""
-    return select(binary("<", i, const(0, i.dtype)), binary("+", i, const(size, i.dtype)), i)
-
-
 def _unwrapped(idx, size: int):
-    """(x, True) for idx == wrapped_index(x, size), else (idx, False)."""
+    """(x, True) for idx == `x + size if x < 0 else x` (graph.op.gather.read_index's
+    spelling of an index that counts from the end when negative), else (idx, False)."""
     if not (isinstance(idx, Select) and isinstance(idx.cond, Binary) and idx.cond.op == "<"
             and isinstance(idx.cond.b, IntImm) and idx.cond.b.value == 0):
         return idx, False
@@ -68,8 +62,8 @@ def check_indices(func: PrimFunc) -> PrimFunc:
             x, wrap = _unwrapped(idx, size)
             param = next((k for k, p in enumerate(func.params) if p is buf), -1)
             sites.append((buf.name, axis, int(size), wrap, param))
-            out.append(Call(INDEX_CHECK, (x, const(int(size), x.dtype), const(int(wrap), x.dtype),
-                                          const(len(sites), x.dtype)), x.dtype))
+            args = (x, const(int(size), "int64"), const(int(wrap)), const(len(sites)))
+            out.append(Call(INDEX_CHECK_OP, args, x.dtype))
         return tuple(out)
 
     def fn(n):
