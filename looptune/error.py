@@ -4,6 +4,11 @@ failed when called). They live at the bottom so that codegen, runtime and backen
 without importing one another; `looptune.runtime` re-exports them."""
 
 
+# A kernel's status when an index loaded from memory was out of range: this plus the check's
+# site (codegen/passes/check_index.py); `<symbol>_index_error` in its library says more.
+INDEX_ERROR_STATUS = 0x20000000
+
+
 class BuildError(RuntimeError):
     """The C compiler rejected generated code (or timed out), lowering cannot handle a
     schedule, or an artifact cannot be used on this machine; carries the compiler's message
@@ -20,3 +25,15 @@ class BuildError(RuntimeError):
 
 class RunError(RuntimeError):
     """A compiled kernel failed when called (bad arguments, allocation failure, ...)."""
+
+
+class IndexRangeError(RunError, IndexError):
+    """A kernel met an index, loaded from memory, outside the axis it indexes (a gather's
+    index out of range): the call raises, as numpy, torch and ONNX Runtime do, instead of
+    reading out of bounds. `kernel`, `buffer`, `axis`, `size` and `value` say where."""
+
+    def __init__(self, message: str, *, kernel: str = "", buffer: str = "", axis: int = -1,
+                 size: int = 0, value: int = 0):
+        super().__init__(message)
+        self.kernel, self.buffer, self.axis, self.size, self.value = (kernel, buffer, axis,
+                                                                      size, value)

@@ -18,6 +18,8 @@ from ..schedule import Schedule
 from ..target import Target
 from ..tir.func import PrimFunc
 from ..tir.functor import visit
+from ..tir import dtype as dt
+from ..tir.expr import BufferLoad
 from ..tir.stmt import BufferStore
 from ..tir.structural import structural_hash
 
@@ -55,9 +57,27 @@ def written_params(func: PrimFunc) -> set:
 
 
 def args_info(func: PrimFunc) -> tuple:
-    """The ArgInfo of each parameter of `func` (name, shape, dtype, whether it is written)."""
-    written = written_params(func)
-    return tuple(ArgInfo(b.name, b.shape, b.dtype, b in written) for b in func.params)
+    """The ArgInfo of each parameter of `func` (name, shape, dtype, whether it is written,
+    the size of the axes it indexes)."""
+    written, bounds = written_params(func), index_bounds(func)
+    return tuple(ArgInfo(b.name, b.shape, b.dtype, b in written, bounds.get(b, 0))
+                 for b in func.params)
+
+
+def index_bounds(func: PrimFunc) -> dict:
+    """{integer parameter: the smallest axis an index loaded from it addresses} (A[I[i]]
+    gives I the size of A's axis 0): random inputs below it are valid indices."""
+    params = {b for b in func.params if dt.is_int(b.dtype)}
+    out: dict = {}
+
+    def fn(n):
+        if isinstance(n, (BufferLoad, BufferStore)):
+            for idx, size in zip(n.indices, n.buffer.shape):
+                visit(idx, lambda m: out.__setitem__(m.buffer, min(out.get(m.buffer, size),
+                                                                   int(size)))
+                      if isinstance(m, BufferLoad) and m.buffer in params else None)
+    visit(func.body, fn)
+    return out
 
 
 def unpack(sch_or_func) -> tuple:

@@ -10,8 +10,8 @@ import re
 from ..error import BuildError
 from ..tir import dtype as dt
 from ..tir.buffer import Buffer
-from ..tir.expr import (Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Not, Ramp,
-                        Select, Var)
+from ..tir.expr import (INDEX_CHECK_OP, Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm,
+                        Not, Ramp, Select, Var)
 from ..tir.func import PrimFunc
 from ..tir.printer import Names
 from ..tir.stmt import (SHFL_DOWN_OP, Allocate, BufferStore, Comment, Evaluate, For, IfThenElse,
@@ -48,6 +48,16 @@ def c_comment(text) -> str:
     written as <xNN>."""
     out = "".join(c if " " <= c <= "~" and c != "\\" else f"<x{ord(c):02x}>" for c in str(text))
     return out.replace("*/", "*<x2f>").replace("/*", "/<x2a>").replace("??", "?<x3f>")
+
+
+def c_string(text) -> str:
+    """`text` as a C string literal: printable ASCII as itself (quote, backslash and `?`, the
+    start of a trigraph, escaped), every other byte of its UTF-8 as an octal escape."""
+    out = []
+    for b in str(text).encode("utf-8"):
+        c = chr(b)
+        out.append("\\" + c if c in '"\\?' else c if " " <= c <= "~" else f"\\{b:03o}")
+    return '"' + "".join(out) + '"'
 
 
 def c_identifier(name: str, keywords=C_KEYWORDS, macros=frozenset()) -> str:
@@ -167,6 +177,10 @@ class CStyleRenderer:
 
     def call(self, e: Call) -> str:
         args = [self.expr(a) for a in e.args]
+        if e.op == INDEX_CHECK_OP:
+            # a dialect with no error path (CUDA) reads a safe element; CPU C reports (c.py)
+            self.helpers.add(("safe_index", "int64"))
+            return f"lt_safe_index({args[0]}, {args[1]}, {args[2]})"
         if e.op == SHFL_DOWN_OP:
             if self.shfl_down is None:
                 raise BuildError(f"{type(self).__name__} has no warp shuffle: a shfl_down "
@@ -326,6 +340,9 @@ class CStyleRenderer:
                     "return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }",
                     f"{q} {t} lt_floormod_{d}({t} a, {t} b) {{ {t} r = a % b; "
                     "return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }"]
+        if kind == "safe_index":  # an index out of range reads element 0 (unreported)
+            return [f"{q} long long lt_safe_index(long long i, long long size, int wrap) {{ "
+                    "return (i >= size || i < (wrap ? -size : 0)) ? 0 : i < 0 ? i + size : i; }"]
         raise BuildError(f"{type(self).__name__}: no helper {kind} for {d}")
 
     # ------------------------------------------------------------------ function

@@ -7,8 +7,8 @@ constants, and every node whose inputs are all constants is evaluated while impo
 graph operator's numpy reference, else by onnx.reference on that one node), so shape
 arithmetic, masks, Range, ConstantOfShape and the like vanish whatever computes them. Batch
 norms fold into the convolutions before them. An unsupported model gets one error that names
-every operator it cannot translate. The translations of the operators are in onnx_ops.py
-and onnx_nn.py.
+every operator it cannot translate. The translations of the operators are in onnx_ops.py,
+onnx_nn.py and onnx_index.py.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from ..graph.ir import Graph, GraphError, TensorType, Value
 from ..graph.op import get_graph_op
 from ..graph.simplify import fold_conv_affine, remove_dead
 from .common import Emitter, ImportError_, ProblemCollector
-from . import onnx_nn  # noqa: F401  (registers its handlers)
+from . import onnx_index, onnx_nn  # noqa: F401  (register their handlers)
 from .onnx_ops import HANDLERS, InvalidModel
 
 OPSETS = (13, 21)  # the default-domain opsets the translations follow

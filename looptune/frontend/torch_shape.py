@@ -54,19 +54,21 @@ def _t(e, name, x):
     return transpose_value(e, name, x, [1, 0]) if len(x.shape) == 2 else x
 
 
+# torch's embedding, index_select and gather refuse negative indices (x[idx] wraps them)
 @on("embedding.default")
 def _embedding(e, name, w, ids, *rest):
-    return e.op("embedding", w, cast(e, ids, "int32"), name=name)
+    return e.op("embedding", w, cast(e, ids, "int32"), name=name, wrap=False)
 
 
 @on("index_select.default")
 def _index_select(e, name, x, dim, index):
-    return e.op("gather", x, index, name=name, axis=int(dim) % len(x.shape))
+    return e.op("gather", x, index, name=name, axis=int(dim) % len(x.shape), wrap=False)
 
 
 @on("gather.default")
 def _gather(e, name, x, dim, index, sparse_grad=False):
-    return e.op("gather_elements", x, index, name=name, axis=int(dim) % len(x.shape))
+    return e.op("gather_elements", x, index, name=name, axis=int(dim) % len(x.shape),
+                wrap=False)
 
 
 @on("select.int")

@@ -8,7 +8,7 @@ read-only blob in the library itself. One native call per inference.
 """
 from __future__ import annotations
 
-from ..codegen import c_comment
+from ..codegen import c_comment, c_string
 from ..schedule.primitives.layout import PACKED
 from ..tir import dtype as dt
 from .executor import FORMAT_VERSION, CompiledModel
@@ -60,7 +60,7 @@ def runner_source(plan: ModelPlan) -> str:
             return f"({ctype}*)(lt_model_weights + {woff[(id(v), factor)]})"
         return f"({ctype}*)(lt_arena + {arena[id(v)]})"
 
-    protos, calls, setters, timed = [], [], [], []
+    protos, calls, setters, timed, index_errors = [], [], [], [], []
     declared = set()
     for g, (ins, out) in zip(plan.groups, steps):
         kernel = plan.of(g)
@@ -71,12 +71,25 @@ def runner_source(plan: ModelPlan) -> str:
             protos.append(f"int32_t {symbol}({params});")
             protos.append(f"void {symbol}_set_num_threads(int);")
             setters.append(f"  {symbol}_set_num_threads(n);")
+            # defined by kernels with checked indices (codegen/c.py), else null
+            protos.append(f"int32_t {symbol}_index_error(int64_t*, const char**) "
+                          "__attribute__((weak));")
         packed = dict(func.attr(PACKED, ()))
         args = ", ".join(ptr(v, packed.get(i, 0)) for i, v in enumerate(ins + [out]))
-        calls.append(f"  if ((rc = {symbol}({args})) != 0) return rc;  "
+        k = len(timed)
+        calls.append(f"  if ((rc = {symbol}({args})) != 0) {{ lt_failed = {k}; return rc; }}  "
                      f"// {c_comment(g.output.name)}")
         timed.append(f"  t0 = lt_now(); rc = {symbol}({args}); "
-                     f"ms[{len(timed)}] = lt_now() - t0; if (rc != 0) return rc;")
+                     f"ms[{k}] = lt_now() - t0; if (rc != 0) {{ lt_failed = {k}; return rc; }}")
+        values = ", ".join(c_string(v.name) for v in ins + [out])
+        index_errors += [f"    case {k}: {{  // a kernel parameter's buffer is named as its value",
+                         f"      static const char* const values[] = {{{values}}};",
+                         f"      int32_t site = {symbol}_index_error ? "
+                         f"{symbol}_index_error(info, names) : 0;",
+                         f"      if (site && info[4] >= 0 && info[4] < {len(ins) + 1}) "
+                         "names[0] = values[info[4]];",
+                         f"      names[2] = {c_string(g.output.name)};",
+                         "      return site;", "    }"]
     for j, src in copies:
         calls.append(f"  memcpy(args[{n_in + j}], {ptr(src)}, {nbytes(src)});")
     source = "\n".join([
@@ -87,6 +100,10 @@ def runner_source(plan: ModelPlan) -> str:
         *protos,
         f"static char* lt_arena = 0;  // {arena_bytes} bytes of intermediates",
         "void lt_set_num_threads(int n) {", *setters, "}",
+        "static _Thread_local int32_t lt_failed = -1;  // the step whose kernel failed last",
+        "// What the failed kernel says of its index out of range (runtime.Module.failure)",
+        "int32_t lt_model_index_error(int64_t* info, const char** names) {",
+        "  switch (lt_failed) {", *index_errors, "  }", "  return 0;", "}",
         "int32_t lt_model_packed(void** args) {",
         "  int32_t rc = 0;",
         f"  if (!lt_arena && !(lt_arena = aligned_alloc(64, {max(arena_bytes, 64)}))) return -1;",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..error import BuildError, RunError
+from ..error import INDEX_ERROR_STATUS, BuildError, IndexRangeError, RunError
 from ..target import host
 from ..tir import dtype as dt
 from .call import MISMATCH, fast_call, install_c_method
@@ -48,18 +48,24 @@ class ProfileResult:
 
 @dataclass(frozen=True)
 class ArgInfo:
+    """A kernel argument. `index_bound` > 0: an integer input the kernel uses as indices into
+    an axis of that size, so random test inputs (ndarray.random_args) stay below it."""
+
     name: str
     shape: tuple
     dtype: str
     written: bool
+    index_bound: int = 0
 
     def to_json(self) -> dict:
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
-                "written": self.written}
+        d = {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
+             "written": self.written}
+        return {**d, "index_bound": self.index_bound} if self.index_bound else d
 
     @staticmethod
     def from_json(d) -> "ArgInfo":
-        return ArgInfo(d["name"], tuple(d["shape"]), d["dtype"], bool(d["written"]))
+        return ArgInfo(d["name"], tuple(d["shape"]), d["dtype"], bool(d["written"]),
+                       int(d.get("index_bound", 0)))
 
 
 def check_runs_here(lib_path) -> None:
@@ -163,7 +169,26 @@ class Module:
         if rc == MISMATCH:
             rc = self._fn(self._pack(arrays))
         if rc != 0:
-            raise RunError(f"{self.symbol} failed with status {rc} (out of memory?)")
+            raise self.failure(rc)
+
+    def failure(self, rc: int) -> RunError:
+        """The error of a call that returned status `rc`: IndexRangeError for an index out of
+        range (what `<symbol>_index_error` in the library says of it), else RunError."""
+        query = getattr(self._lib, f"{self.symbol}_index_error", None)
+        if not INDEX_ERROR_STATUS <= rc < MISMATCH or query is None:
+            return RunError(f"{self.symbol} failed with status {rc} (out of memory?)")
+        info, names = (ctypes.c_int64 * 5)(), (ctypes.c_char_p * 3)()
+        query.restype = ctypes.c_int32
+        if not query(info, names):
+            return RunError(f"{self.symbol} failed with status {rc} (an index out of range)")
+        value, axis, size, wrap, _ = (int(v) for v in info)
+        buffer, kernel, node = (n.decode("utf-8", "replace") if n else "" for n in names)
+        lo = -size if wrap else 0
+        where = f"kernel {kernel}" + (f" (node {node})" if node else "")
+        return IndexRangeError(
+            f"{where}: index {value} is out of range for axis {axis} of {buffer} (size {size}; "
+            f"valid indices are {lo} to {size - 1}); the call's outputs are not valid. Fix the "
+            "indices passed in", kernel=kernel, buffer=buffer, axis=axis, size=size, value=value)
 
     def time_evaluator(self, *, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0,
                        enable_cpu_cache_flush: bool = False, flush_bytes: int | None = None,
@@ -208,7 +233,7 @@ class Module:
                     return time.perf_counter() - t0
                 t = lib.lt_time_packed(fn_ptr, ptrs, n, ctypes.byref(status))
                 if status.value != 0:
-                    raise RunError(f"{self.symbol} failed with status {status.value}")
+                    raise self.failure(status.value)
                 return t
 
             if warm_up:

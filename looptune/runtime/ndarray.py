@@ -61,7 +61,8 @@ def pack_args(arrays: list, packed) -> list:
 
 def random_args(args_info, seed: int) -> list:
     """Aligned arrays for one call: inputs from default_rng(seed) in argument order (floats
-    uniform in [-1, 1), integers in [-8, 8), unsigned in [0, 8)); outputs filled with NaN
+    uniform in [-1, 1), integers in [-8, 8), unsigned in [0, 8), indices in [0, index_bound)
+    where the argument has one); outputs filled with NaN
     (floats) or a sentinel (integers) so elements the kernel never writes are caught."""
     rng = np.random.default_rng(seed)
     arrays = []
@@ -77,6 +78,8 @@ def random_args(args_info, seed: int) -> list:
             x = aligned(rng.uniform(-1.0, 1.0, shape).astype(np_dtype))
         elif dt.is_bool(a.dtype):
             x = aligned(rng.integers(0, 2, shape).astype(np_dtype))
+        elif getattr(a, "index_bound", 0):  # indices: in range, or the kernel raises
+            x = aligned(rng.integers(0, a.index_bound, shape).astype(np_dtype))
         else:
             low = 0 if dt.kind(a.dtype) == "uint" else -8
             x = aligned(rng.integers(low, 8, shape).astype(np_dtype))

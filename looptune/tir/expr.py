@@ -145,6 +145,11 @@ class Call(PrimExpr):
     dtype: str
 
 
+# Call(INDEX_CHECK_OP, (index, size, wrap, site)): `index` checked against an axis of `size`
+# (codegen/passes/check_index.py makes them, for indices loaded from memory)
+INDEX_CHECK_OP = "lt_check_index"
+
+
 @_node
 class BufferLoad(PrimExpr):
     buffer: Buffer

@@ -15,8 +15,8 @@ import numpy as np
 
 from . import dtype as dt
 from .buffer import Buffer
-from .expr import (Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Not, Ramp,
-                   Select, Var)
+from .expr import (INDEX_CHECK_OP, Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm,
+                   Not, Ramp, Select, Var)
 from .func import PrimFunc
 from .functor import find_stmts
 from .printer import Names
@@ -31,7 +31,7 @@ _CALLS = {
     "rsqrt": "(1 / np.sqrt({0}))", "tanh": "np.tanh({0})", "erf": "_erf({0})",
     "sigmoid": "(1 / (1 + np.exp(-{0})))", "pow": "np.power({0}, {1})", "floor": "np.floor({0})",
     "ceil": "np.ceil({0})", "abs": "abs({0})", "sin": "np.sin({0})", "cos": "np.cos({0})",
-    "round": "np.round({0})",
+    "round": "np.round({0})", INDEX_CHECK_OP: "_check_index({0}, {1}, {2})",
 }
 
 
@@ -213,6 +213,13 @@ def _fdiv(a, b):
         return a / b
 
 
+def _check_index(i, size, wrap):
+    """A checked index (tir.expr.INDEX_CHECK_OP): out of range raises, as the kernel does."""
+    if not (-size if wrap else 0) <= i < size:
+        raise IndexError(f"index {int(i)} is out of range for an axis of size {int(size)}")
+    return i + size if i < 0 else i
+
+
 def _erf(x):
     return math.erf(float(x))
 
@@ -233,7 +240,8 @@ def numpy_type(npname: str):
 
 def _env(types=()):
     env = {"np": np, "math": math, "_product": itertools.product, "_tdiv": _tdiv,
-           "_tmod": _tmod, "_fdiv": _fdiv, "_erf": _erf, "_min": _min, "_max": _max}
+           "_tmod": _tmod, "_fdiv": _fdiv, "_erf": _erf, "_check_index": _check_index,
+           "_min": _min, "_max": _max}
     for name in types:
         env[f"_t_{name}"] = numpy_type(name)
     return env

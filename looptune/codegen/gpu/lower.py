@@ -19,6 +19,7 @@ from ...tir.functor import find_stmts, map_children, visit
 from ...tir.stmt import Allocate, BlockRealize, BufferStore, Comment, For, SeqStmt, seq
 from ..passes import (accumulation_loops, auto_unroll, compact_buffers, flatten, lower_blocks,
                       lower_intdiv, partition_loops, unroll_explicit, vectorize_loops)
+from ..passes.check_index import check_indices
 from ..passes.unroll import copied_terms_last, folds_per_copy
 from .cross_thread import lower_cross_thread_reductions
 from .program import BLOCK_TAGS, THREAD_TAGS, GpuProgram, Kernel
@@ -41,7 +42,7 @@ def lower_gpu(func: PrimFunc, target="cuda", *, vectorize: bool = True) -> GpuPr
         return split_kernels(func)
     f = lower_gpu_loops(func, target.vector_bits)
     body = unroll_explicit(partition_loops(f.body), only=folds_per_copy)
-    f = flatten(f.with_body(body))
+    f = flatten(check_indices(f.with_body(body)))  # CUDA reads element 0 for a bad index
     if vectorize:
         body = vectorize_loops(f.body, target.vector_bits)
         f = f.with_body(copied_terms_last(lower_intdiv(body)))

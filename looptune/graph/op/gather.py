@@ -1,10 +1,12 @@
 """Indexing and broadcasting copies: gather (np.take), gather_elements
-(np.take_along_axis), expand (np.broadcast_to) and tile (np.tile).
+(np.take_along_axis), gather_nd (ONNX GatherND), expand (np.broadcast_to) and tile (np.tile).
 
-Indices are int32 tensors; a negative index counts from the end (idx + dim). A kernel cannot
-raise, so an index still outside [0, dim) is clamped to the nearest row: the importers check
-constant indices when they import, and the numpy references (constant folding) raise
-GraphError for them."""
+Indices are int32 tensors. With `wrap` (the default: numpy, ONNX and torch's x[idx]) a
+negative index counts from the end (idx + dim) and the valid ones are [-dim, dim); without it
+(torch's index_select, gather and embedding) they are [0, dim). Any other index is an error,
+as in the frameworks: the kernel checks each index it loads against the axis
+(codegen/passes/check_index.py) and the call raises IndexRangeError; the numpy references
+(constant folding) raise GraphError, and the importers refuse constant indices."""
 from __future__ import annotations
 
 import numpy as np
@@ -31,18 +33,23 @@ def _index(node, op, inputs):
     return data, idx
 
 
-def _wrap_clamp(i, dim: int):
-    """A read index from an index value: negative counts from the end, then clamped."""
+def read_index(i, dim: int, wrap: bool):
+    """The index to read from an index value: with `wrap`, a negative one counts from the end
+    (spelled as check_index recognizes it, so the kernel's check allows [-dim, dim)). It is
+    not clamped: the kernel checks it."""
     i = te.astype(i, "int32")
-    i = te.if_then_else(i < 0, i + dim, i)
-    return te.max(te.min(i, dim - 1), 0)
+    return te.if_then_else(i < 0, i + dim, i) if wrap else i
 
 
-def checked_indices(idx, dim: int, op: str) -> np.ndarray:
-    """int64 indices in [0, dim): negative ones count from the end; GraphError for any
-    outside [-dim, dim) (where a kernel would clamp)."""
+def _wrap(attrs) -> bool:
+    return bool(attrs.get("wrap", True))
+
+
+def checked_indices(idx, dim: int, op: str, wrap: bool = True) -> np.ndarray:
+    """int64 indices in [0, dim): with `wrap`, negative ones count from the end; GraphError
+    for any outside the valid range ([-dim, dim) with wrap, else [0, dim))."""
     idx = np.asarray(idx).astype(np.int64)
-    bad = idx[(idx < -dim) | (idx >= dim)]
+    bad = idx[(idx < (-dim if wrap else 0)) | (idx >= dim)]
     if bad.size:
         raise GraphError(f"{op}: index {int(bad.flat[0])} is out of range for an axis of "
                          f"size {dim} ({bad.size} such indices)")
@@ -52,10 +59,11 @@ def checked_indices(idx, dim: int, op: str) -> np.ndarray:
 def _gather_ref(a, attrs):
     data, idx = a
     axis = attrs.get("axis", 0) % data.ndim
-    return np.take(data, checked_indices(idx, data.shape[axis], "gather"), axis=axis)
+    return np.take(data, checked_indices(idx, data.shape[axis], "gather", _wrap(attrs)),
+                   axis=axis)
 
 
-@graph_op("gather", "injective", attrs=("axis",), ref=_gather_ref)
+@graph_op("gather", "injective", attrs=("axis", "wrap"), ref=_gather_ref)
 def gather(inputs, attrs, node):
     """np.take(data, indices, axis): the output's shape is data.shape[:axis] + indices.shape
     + data.shape[axis + 1:]."""
@@ -65,7 +73,7 @@ def gather(inputs, attrs, node):
     shape = data.shape[:a] + idx.shape + data.shape[a + 1:]
 
     def body(*i):
-        row = _wrap_clamp(idx[i[a:a + k]], data.shape[a])
+        row = read_index(idx[i[a:a + k]], data.shape[a], _wrap(attrs))
         return data[i[:a] + (row,) + i[a + k:]]
 
     return te.compute(shape, body, name=node, tag="injective")
@@ -74,13 +82,13 @@ def gather(inputs, attrs, node):
 def _gather_elements_ref(a, attrs):
     data, idx = a
     ax = attrs.get("axis", 0) % data.ndim
-    idx = checked_indices(idx, data.shape[ax], "gather_elements")
+    idx = checked_indices(idx, data.shape[ax], "gather_elements", _wrap(attrs))
     grid = list(np.indices(idx.shape, sparse=True))
     grid[ax] = idx
     return data[tuple(grid)]
 
 
-@graph_op("gather_elements", "injective", attrs=("axis",), ref=_gather_elements_ref)
+@graph_op("gather_elements", "injective", attrs=("axis", "wrap"), ref=_gather_elements_ref)
 def gather_elements(inputs, attrs, node):
     """out[i] = data[i with i[axis] replaced by indices[i]] (np.take_along_axis, torch.gather,
     ONNX GatherElements): indices has data's rank and no dimension larger than data's."""
@@ -92,9 +100,51 @@ def gather_elements(inputs, attrs, node):
                          f"rank of data {data.shape} and no larger dimension besides axis {a}")
 
     def body(*i):
-        return data[i[:a] + (_wrap_clamp(idx[i], data.shape[a]),) + i[a + 1:]]
+        return data[i[:a] + (read_index(idx[i], data.shape[a], _wrap(attrs)),) + i[a + 1:]]
 
     return te.compute(idx.shape, body, name=node, tag="injective")
+
+
+def _nd_shapes(node, data, idx, b: int):
+    """ONNX GatherND's checks: (k, output shape); k = idx.shape[-1] axes of data are indexed
+    after b batch axes that data and indices share."""
+    k = idx[-1] if idx else 0
+    if not (0 <= b < len(idx) and b <= len(data) and 1 <= k <= len(data) - b
+            and tuple(data[:b]) == tuple(idx[:b])):
+        raise GraphError(f"node {node} (gather_nd): indices {tuple(idx)} cannot index data "
+                         f"{tuple(data)} with batch_dims={b} (ONNX GatherND: the first "
+                         "batch_dims axes equal, and 1 <= indices.shape[-1] <= data rank - "
+                         "batch_dims)")
+    return k, tuple(idx[:-1]) + tuple(data[b + k:])
+
+
+def _gather_nd_ref(a, attrs):
+    data, idx = a
+    b = int(attrs.get("batch_dims", 0))
+    k, shape = _nd_shapes("", data.shape, idx.shape, b)
+    idx = np.stack([checked_indices(idx[..., j], data.shape[b + j], "gather_nd")
+                    for j in range(k)], axis=-1)
+    out = np.empty(shape, data.dtype)
+    for pos in np.ndindex(*idx.shape[:-1]):
+        out[pos] = data[pos[:b] + tuple(idx[pos])]
+    return out
+
+
+@graph_op("gather_nd", "injective", attrs=("batch_dims",), ref=_gather_nd_ref)
+def gather_nd(inputs, attrs, node):
+    """out[p, rest] = data[p[:b], indices[p], rest] for each position p of indices.shape[:-1]
+    (ONNX GatherND; negative indices count from the end)."""
+    data, idx = _index(node, "gather_nd", inputs)
+    b = attrs.get("batch_dims", 0)
+    k, shape = _nd_shapes(node, data.shape, idx.shape, b)
+    q = idx.ndim
+
+    def body(*i):
+        pos = i[:q - 1]
+        rows = tuple(read_index(idx[pos + (j,)], data.shape[b + j], True) for j in range(k))
+        return data[pos[:b] + rows + i[q - 1:]]
+
+    return te.compute(shape, body, name=node, tag="injective")
 
 
 def _expand_shape(node, in_shape, shape):

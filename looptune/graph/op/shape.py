@@ -141,22 +141,20 @@ def pad(inputs, attrs, node):
 
 def _embedding_ref(a, attrs):
     from .gather import checked_indices
-    return a[0][checked_indices(a[1], a[0].shape[0], "embedding")]
+    return a[0][checked_indices(a[1], a[0].shape[0], "embedding", attrs.get("wrap", True))]
 
 
-@graph_op("embedding", "injective", ref=_embedding_ref)
+@graph_op("embedding", "injective", attrs=("wrap",), ref=_embedding_ref)
 def embedding(inputs, attrs, node):
     """Rows of a table (first input) picked by integer indices (second input): gather on
-    axis 0."""
-    from .gather import _index, _wrap_clamp
+    axis 0, with gather's index semantics (`wrap`: negative ids count from the end)."""
+    from .gather import _index, read_index
     table, ids = _index(node, "embedding", inputs)
     shape = tuple(ids.shape) + tuple(table.shape[1:])
     k = ids.ndim
+    wrap = bool(attrs.get("wrap", True))
 
     def body(*i):
-        # negative ids count from the end, as gather's (and the reference's); ids still out
-        # of range clamp, never fault
-        row = _wrap_clamp(ids[i[:k]], table.shape[0])
-        return table[(row,) + tuple(i[k:])]
+        return table[(read_index(ids[i[:k]], table.shape[0], wrap),) + tuple(i[k:])]
 
     return te.compute(shape, body, name=node, tag="injective")
