@@ -1,0 +1,184 @@
+"""Generated code without undefined behaviour: index arithmetic that passes 2**31 is computed
+in 64 bits (loop counters, products, flattened offsets), integer division and modulo by zero
+give numpy's 0 (and INT_MIN // -1 numpy's INT_MIN) in compiled code, the interpreter and
+constant folding, reads whose index cannot be bounded are refused, and comparisons with NaN
+follow numpy. Each case runs compiled (scalar and vectorized where it applies) and in the
+interpreter, against numpy."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import looptune as lt
+from looptune import te
+from looptune.tir import interpreter
+from looptune.tir.expr import binary, const
+
+RNG = np.random.default_rng(24)
+INT32_MIN = np.iinfo(np.int32).min
+
+
+def vectorize_last(func, lanes=8):
+    """Every block's innermost loop split by `lanes` and vectorized."""
+    sch = lt.Schedule(func)
+    for name in sch.block_names():
+        if name == "root":
+            continue
+        loops = sch.get_loops(sch.get_block(name))
+        _, inner = sch.split(loops[-1], [None, lanes])
+        sch.vectorize(inner)
+    return sch.func
+
+
+# ------------------------------------------------------------------ 64-bit indices
+@pytest.mark.cc
+def test_a_loop_of_more_than_2_31_iterations_ends_and_counts_right():
+    """An int32 counter of a 3e9-iteration loop overflowed and never ended."""
+    k = te.reduce_axis(3_000_000_000, "k")
+    out = te.compute((1,), lambda i: te.sum(te.const(1, "int64"), axis=k), name="s")
+    mod = lt.build(te.create_prim_func([out]))
+    assert "int64_t k = 0" in mod.source
+    got = np.zeros(1, "int64")
+    mod(got)
+    assert got[0] == 3_000_000_000
+
+
+def _product_index(n=100_000, m=99_991):
+    A = te.placeholder((m,), name="A")
+    return [A, te.compute((n,), lambda i: A[(i * 50_000 + 7) % m], name="out")]
+
+
+def _product_index_want(a, n=100_000, m=99_991):
+    return a[(np.arange(n, dtype=np.int64) * 50_000 + 7) % m]
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("schedule", ["plain", "vectorized"])
+def test_an_index_product_past_2_31_does_not_overflow(schedule):
+    """i * 50000 for i < 100000 reaches 5e9: computed in int32 it wrapped to a wrong
+    (or negative) index."""
+    func = te.create_prim_func(_product_index())
+    mod = lt.build(func if schedule == "plain" else vectorize_last(func))
+    a = RNG.uniform(-1, 1, 99_991).astype("float32")
+    got = np.empty(100_000, "float32")
+    mod(a, got)
+    np.testing.assert_array_equal(got, _product_index_want(a))
+
+
+def test_the_interpreter_computes_index_products_past_2_31():
+    func = te.create_prim_func(_product_index())
+    a = RNG.uniform(-1, 1, 99_991).astype("float32")
+    got = np.empty(100_000, "float32")
+    interpreter.run(func, a, got)
+    np.testing.assert_array_equal(got, _product_index_want(a))
+
+
+@pytest.mark.cc
+def test_a_normal_matmul_keeps_32_bit_indices():
+    """Widening is only where int32 could overflow: a matmul's code has no int64_t."""
+    A = te.placeholder((64, 64), name="A")
+    B = te.placeholder((64, 64), name="B")
+    k = te.reduce_axis(64, "k")
+    C = te.compute((64, 64), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    func = te.create_prim_func([A, B, C])
+    sch = lt.Schedule(func)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    j0, j1 = sch.split(j, [None, 16])
+    sch.reorder(i, j0, k, j1)
+    sch.vectorize(j1)
+    sch.parallel(i)
+    for f in (func, sch.func):
+        src = lt.build(f).source
+        assert "int64" not in src.split("_kernel(")[1]
+
+
+# ------------------------------------------------------------------ division by zero
+def _divisions(dtype):
+    X = te.placeholder((40,), dtype, name="X")
+    Y = te.placeholder((40,), dtype, name="Y")
+    return [X, Y, te.compute((40,), lambda i: X[i] // Y[i], name="q"),
+            te.compute((40,), lambda i: X[i] % Y[i], name="r")]
+
+
+def _division_args(dtype):
+    info = np.iinfo(dtype)
+    x = RNG.integers(-1000, 1000, 40).astype(dtype)
+    y = RNG.integers(-9, 9, 40).astype(dtype)
+    y[:8] = 0
+    y[8:12] = -1
+    x[8:10] = info.min
+    x[0] = info.min
+    return x, y
+
+
+def _check_divisions(run, dtype):
+    x, y = _division_args(dtype)
+    q, r = np.empty(40, dtype), np.empty(40, dtype)
+    run(x, y, q, r)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_array_equal(q, x // y)
+        np.testing.assert_array_equal(r, x % y)
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize("schedule", ["plain", "vectorized"])
+def test_compiled_integer_division_by_zero_gives_numpys_zero(dtype, schedule):
+    """x // 0 and x % 0 were SIGFPE; INT_MIN // -1 too (the quotient does not fit)."""
+    func = te.create_prim_func(_divisions(dtype))
+    mod = lt.build(func if schedule == "plain" else vectorize_last(func))
+    _check_divisions(mod, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_the_interpreter_divides_by_zero_as_numpy(dtype):
+    _check_divisions(lambda *a: interpreter.run(te.create_prim_func(_divisions(dtype)), *a),
+                     dtype)
+
+
+def _index_division(n=9):
+    """i // j and i % j of loop variables, j from 0: in the interpreter these are Python
+    ints, whose division by zero raised ZeroDivisionError."""
+    return [te.compute((n, n), lambda i, j: (i - 4) // j * 100 + (i - 4) % j, name="d")]
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("run", ["compiled", "interpreter"])
+def test_division_of_loop_variables_by_zero(run):
+    func = te.create_prim_func(_index_division())
+    i, j = np.meshgrid(np.arange(9) - 4, np.arange(9), indexing="ij")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = (i // j * 100 + i % j).astype("int32")
+    got = np.empty((9, 9), "int32")
+    if run == "compiled":
+        lt.build(func)(got)
+    else:
+        interpreter.run(func, got)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_constant_folding_divides_by_zero_as_numpy(dtype):
+    info = np.iinfo(dtype)
+    cases = [(7, 0), (-7, 0), (0, 0), (info.min, -1), (info.min, 0), (-7, 2), (7, -2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for a, b in cases:
+            x, y = np.array(a, dtype), np.array(b, dtype)
+            for op, want in (("//", x // y), ("%", x % y)):
+                got = binary(op, const(a, dtype), const(b, dtype))
+                assert got.value == int(want) and got.dtype == dtype, (a, op, b, got)
+
+
+def test_a_division_by_the_constant_zero_is_accepted():
+    """It used to be refused as 'undefined'; it is numpy's 0 now."""
+    X = te.placeholder((4,), "int32", name="X")
+    C = te.compute((4,), lambda i: X[i] // 0 + X[i] % 0, name="C")
+    x = RNG.integers(-50, 50, 4).astype("int32")
+    got = np.full(4, 99, "int32")
+    interpreter.run(te.create_prim_func([X, C]), x, got)
+    np.testing.assert_array_equal(got, np.zeros(4, "int32"))
