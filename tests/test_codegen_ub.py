@@ -182,3 +182,65 @@ def test_a_division_by_the_constant_zero_is_accepted():
     got = np.full(4, 99, "int32")
     interpreter.run(te.create_prim_func([X, C]), x, got)
     np.testing.assert_array_equal(got, np.zeros(4, "int32"))
+
+
+# ------------------------------------------------------------------ bounds of any index
+def test_a_nonlinear_read_outside_its_tensor_is_refused():
+    """A[i * i] reaches 81 for i < 10: the bound check skipped indices it could not
+    express as affine, so the kernel read other memory."""
+    A = te.placeholder((10,), name="A")
+    with pytest.raises(te.TEError, match=r"A\[i \* i\].*0\.\.81.*outside its extent 10"):
+        te.compute((10,), lambda i: A[i * i], name="C")
+    with pytest.raises(te.TEError, match=r"A\[.*\].*outside"):
+        te.compute((10, 10), lambda i, j: A[i // (j - 3)], name="C")  # j = 3: i // 0 = 0,
+        # but j = 2: i // -1 = -i
+
+
+def test_an_index_nothing_can_bound_is_refused():
+    A = te.placeholder((10,), name="A")
+    with pytest.raises(te.TEError, match="cannot bound the index.*of A"):
+        te.compute((10,), lambda i: A[(i * 0.7).astype("int32")], name="C")
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("run", ["compiled", "interpreter"])
+def test_nonlinear_reads_inside_their_tensor_compute_right(run):
+    """Bounded by interval arithmetic (products, squares, // and % by a variable, which may
+    be 0) and accepted; gathers (indices read from memory) are left alone."""
+    A = te.placeholder((100,), name="A")
+    I = te.placeholder((6,), "int32", name="I")
+    C = te.compute((6, 8), lambda i, j: A[i * i] + A[i * j + j] + A[(i * 19) // j]
+                   + A[(i * j) % (j - 2) + 1] + A[I[i]], name="C")
+    func = te.create_prim_func([A, I, C])
+    a = RNG.uniform(-1, 1, 100).astype("float32")
+    idx = RNG.integers(0, 100, 6).astype("int32")
+    i, j = np.meshgrid(np.arange(6), np.arange(8), indexing="ij")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = (a[i * i] + a[i * j + j] + a[(i * 19) // j] + a[(i * j) % (j - 2) + 1]
+                + a[idx][:, None])
+    got = np.empty((6, 8), "float32")
+    if run == "compiled":
+        lt.build(func)(a, idx, got)
+    else:
+        interpreter.run(func, a, idx, got)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["//", "%", "tdiv", "tmod"])
+def test_interval_bounds_of_division_by_a_variable_contain_every_value(op):
+    """const_bound of x op y over random ranges (y's spanning 0 included) contains every
+    value the interpreter computes, and is finite (it was unbounded)."""
+    from looptune.tir.arith.interval import const_bound
+    from looptune.tir.expr import Var
+    from looptune.tir.interpreter import _floordiv, _floormod, _tdiv, _tmod
+    fn = {"//": _floordiv, "%": _floormod, "tdiv": _tdiv, "tmod": _tmod}[op]
+    x, y = Var("x"), Var("y")
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        xs = sorted(rng.integers(-20, 20, 2).tolist())
+        ys = sorted(rng.integers(-6, 6, 2).tolist())
+        lo, hi = const_bound(binary(op, x, y), {x: tuple(xs), y: tuple(ys)})
+        values = [fn(a, b) for a in range(xs[0], xs[1] + 1) for b in range(ys[0], ys[1] + 1)]
+        assert lo <= min(values) and max(values) <= hi, (op, xs, ys, lo, hi)
+        assert max(abs(lo), abs(hi)) <= 20, (op, xs, ys, lo, hi)
