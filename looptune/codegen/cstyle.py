@@ -31,13 +31,15 @@ F32_CALLS = {"exp": "expf({0})", "log": "logf({0})", "sqrt": "sqrtf({0})",
              "round": "nearbyintf({0})"}  # half to even (the default rounding mode)
 F64_CALLS = {k: v.replace("f(", "(").replace("1.0f", "1.0") for k, v in F32_CALLS.items()}
 
-# C's keywords and the library functions kernels call: no variable or buffer may take these
-# names (a buffer named after its operator, "abs" or "floor", would hide the function)
+# C's keywords, the library functions kernels call and the type names they use: no variable
+# or buffer may take these names (a buffer named after its operator, "abs" or "floor", would hide the function)
 C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern
 float for goto if inline int long register restrict return short signed sizeof static struct
 switch typedef union unsigned void volatile while bool true false main abs llabs
 free abort aligned_alloc malloc calloc realloc memcpy memset memmove exit
-omp_get_max_threads omp_get_thread_num omp_get_num_threads omp_set_num_threads""".split()) \
+omp_get_max_threads omp_get_thread_num omp_get_num_threads omp_set_num_threads
+int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t intptr_t uintptr_t
+ptrdiff_t""".split()) \
     | frozenset(re.findall(r"([A-Za-z_]\w*)\(", " ".join([*F32_CALLS.values(), *F64_CALLS.values()])))
 
 

@@ -27,6 +27,7 @@ def mul_interval(x, y):
 def floordiv_interval(x, c: int):
     if c == 0:
         return 0, 0  # numpy's x // 0 == 0
+    if c > 0:
         lo = x[0] // c if x[0] != -INF else -INF
         hi = x[1] // c if x[1] != INF else INF
         return lo, hi
