@@ -244,3 +244,43 @@ def test_interval_bounds_of_division_by_a_variable_contain_every_value(op):
         values = [fn(a, b) for a in range(xs[0], xs[1] + 1) for b in range(ys[0], ys[1] + 1)]
         assert lo <= min(values) and max(values) <= hi, (op, xs, ys, lo, hi)
         assert max(abs(lo), abs(hi)) <= 20, (op, xs, ys, lo, hi)
+
+
+# ------------------------------------------------------------------ one verification rule
+def test_compare_matches_nan_to_nan_and_infinity_to_the_same_infinity():
+    from looptune.runtime.ndarray import compare
+    ref = np.array([1.0, np.nan, np.inf, -np.inf, 1e30], "float32")
+    assert compare("y", ref.copy(), ref) is None
+    assert compare("y", ref + np.float32(1e-6), ref) is None  # within tolerance
+    for k, wrong in ((0, np.nan), (1, 0.0), (2, -np.inf), (2, 3e38), (3, np.inf), (4, np.inf)):
+        out = ref.copy()
+        out[k] = wrong
+        assert compare("y", out, ref) is not None, (k, wrong)
+    ints = np.array([1, -7, 0], "int32")
+    assert compare("y", ints.copy(), ints) is None
+    assert compare("y", ints + 1, ints) is not None
+
+
+def _pair(fn, name="y"):
+    A = te.placeholder((64,), name="A")
+    return te.create_prim_func([A, te.compute((64,), lambda i: fn(i, A[i]), name=name)])
+
+
+@pytest.mark.cc
+def test_compile_tirs_verification_judges_by_the_runners_rule():
+    """verify (compile_tir's check) scaled its tolerance by max|reference|: one infinite
+    element made it infinite and any value passed elsewhere; and it rejected NaN where the
+    reference is NaN (log of a negative input), which the runner accepts."""
+    from looptune.tune.tune import verify
+    inf = float("inf")
+    inf_ref = _pair(lambda i, a: te.if_then_else(i == 3, inf, a))
+    assert verify(lt.build(inf_ref), inf_ref)
+    assert not verify(lt.build(_pair(lambda i, a: te.if_then_else(i == 3, inf, a + 1.0))),
+                      inf_ref)                                   # finite elements wrong
+    assert not verify(lt.build(_pair(lambda i, a: te.if_then_else(i == 3, -inf, a))),
+                      inf_ref)                                   # the other infinity
+    assert not verify(lt.build(_pair(lambda i, a: te.if_then_else(i == 3, 3e38, a))),
+                      inf_ref)                                   # finite for infinite
+    nan_ref = _pair(lambda i, a: te.log(a))                      # NaN for negative inputs
+    assert verify(lt.build(nan_ref), nan_ref)
+    assert not verify(lt.build(_pair(lambda i, a: te.log(te.abs(a)))), nan_ref)
