@@ -67,6 +67,20 @@ def test_an_index_product_past_2_31_does_not_overflow(schedule):
     np.testing.assert_array_equal(got, _product_index_want(a))
 
 
+@pytest.mark.cc
+def test_a_vector_loads_base_past_2_31_does_not_overflow():
+    """A contiguous vector load whose base, (i * 50000) % 99991, holds a product past 2**31."""
+    A = te.placeholder((99_999,), name="A")
+    C = te.compute((100_000, 8), lambda i, j: A[(i * 50_000) % 99_991 + j], name="C")
+    mod = lt.build(vectorize_last(te.create_prim_func([A, C])))
+    assert "lt_float32x8" in mod.source  # a vector load, not a loop
+    a = RNG.uniform(-1, 1, 99_999).astype("float32")
+    got = np.empty((100_000, 8), "float32")
+    mod(a, got)
+    base = np.arange(100_000, dtype=np.int64) * 50_000 % 99_991
+    np.testing.assert_array_equal(got, a[base[:, None] + np.arange(8)])
+
+
 def test_the_interpreter_computes_index_products_past_2_31():
     func = te.create_prim_func(_product_index())
     a = RNG.uniform(-1, 1, 99_991).astype("float32")
@@ -199,26 +213,29 @@ def test_a_nonlinear_read_outside_its_tensor_is_refused():
 def test_an_index_nothing_can_bound_is_refused():
     A = te.placeholder((10,), name="A")
     with pytest.raises(te.TEError, match="cannot bound the index.*of A"):
-        te.compute((10,), lambda i: A[(i * 0.7).astype("int32")], name="C")
+        te.compute((10,), lambda i: A[te.exp(i.astype("float32")).astype("int32")], name="C")
 
 
 @pytest.mark.cc
 @pytest.mark.parametrize("run", ["compiled", "interpreter"])
 def test_nonlinear_reads_inside_their_tensor_compute_right(run):
     """Bounded by interval arithmetic (products, squares, // and % by a variable, which may
-    be 0) and accepted; gathers (indices read from memory) are left alone."""
+    be 0, indices computed in floats and cast) and accepted; gathers (indices read from
+    memory) are left alone."""
     A = te.placeholder((100,), name="A")
-    I = te.placeholder((6,), "int32", name="I")
+    Ix = te.placeholder((6,), "int32", name="I")
     C = te.compute((6, 8), lambda i, j: A[i * i] + A[i * j + j] + A[(i * 19) // j]
-                   + A[(i * j) % (j - 2) + 1] + A[I[i]], name="C")
-    func = te.create_prim_func([A, I, C])
+                   + A[(i * j) % (j - 2) + 1] + A[Ix[i]] + A[(j * 1.3).astype("int32")]
+                   + A[te.floor(te.min(i * 0.7, 2.0)).astype("int32")], name="C")
+    func = te.create_prim_func([A, Ix, C])
     a = RNG.uniform(-1, 1, 100).astype("float32")
     idx = RNG.integers(0, 100, 6).astype("int32")
     i, j = np.meshgrid(np.arange(6), np.arange(8), indexing="ij")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         want = (a[i * i] + a[i * j + j] + a[(i * 19) // j] + a[(i * j) % (j - 2) + 1]
-                + a[idx][:, None])
+                + a[idx][:, None] + a[(j * 1.3).astype("int32")]
+                + a[np.floor(np.minimum(i * 0.7, 2.0)).astype("int32")])
     got = np.empty((6, 8), "float32")
     if run == "compiled":
         lt.build(func)(a, idx, got)

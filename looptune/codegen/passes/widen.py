@@ -50,7 +50,7 @@ def widen_indices(stmt):
                 return Ramp(widen(n.base) if wide else expr(n.base, dom), n.stride, n.lanes,
                             n.dtype)
             if _is_index(n):
-                return widen(n) if _overflows(n, dom) or uses_var(n, vmap) else n
+                return widen(n) if _overflows(n, dom) or (vmap and uses_var(n, vmap)) else n
             return None
         return transform(e, lambda n: n, pre=pre)
 

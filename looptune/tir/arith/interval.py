@@ -5,8 +5,10 @@ float('inf') / -float('inf').
 """
 from __future__ import annotations
 
+import math
+
 from .. import dtype as dt
-from ..expr import Binary, Call, Cast, IntImm, Select, Var
+from ..expr import Binary, Call, Cast, FloatImm, IntImm, Select, Var
 
 INF = float("inf")
 UNBOUNDED = (-INF, INF)
@@ -111,14 +113,63 @@ def const_bound(e, dom: dict) -> tuple:
         a, b = const_bound(e.true_value, dom), const_bound(e.false_value, dom)
         return min(a[0], b[0]), max(a[1], b[1])
     if isinstance(e, Cast):
-        if not (dt.is_int(e.dtype) and (dt.is_int(e.value.dtype) or dt.is_bool(e.value.dtype))):
+        if not dt.is_int(e.dtype):
             return UNBOUNDED
-        inner, full = const_bound(e.value, dom), int_range(e.dtype)
+        full = int_range(e.dtype)
+        if dt.is_float(e.value.dtype):  # truncates; out of range (or NaN) it is undefined
+            lo, hi = float_bound(e.value, dom)
+            lo, hi = math.trunc(lo) if lo != -INF else lo, math.trunc(hi) if hi != INF else hi
+            return (lo, hi) if full[0] <= lo and hi <= full[1] else UNBOUNDED
+        inner = const_bound(e.value, dom)
         return inner if full[0] <= inner[0] and inner[1] <= full[1] else full  # else it wraps
     if isinstance(e, Call) and e.op == "abs" and dt.is_int(e.dtype):
         lo, hi = const_bound(e.args[0], dom)
         return (0 if lo <= 0 <= hi else min(abs(lo), abs(hi))), max(abs(lo), abs(hi))
     return UNBOUNDED
+
+
+FLOAT_SLACK = 1e-5  # relative, per arithmetic step: more than float32 rounding can add
+
+
+def float_bound(e, dom: dict) -> tuple:
+    """Interval [lo, hi] of a float expression of integer variables (a coordinate computed
+    in floats, as resize's), or UNBOUNDED. A finite answer also means the expression is
+    never NaN: only finite constants, no division by an interval holding 0. Each +, -, *, /
+    widens each end by FLOAT_SLACK of itself, so rounding cannot carry a value past it."""
+    if isinstance(e, FloatImm):
+        return (e.value, e.value) if math.isfinite(e.value) else UNBOUNDED
+    if isinstance(e, Cast):
+        if dt.is_float(e.value.dtype):
+            return float_bound(e.value, dom)
+        return const_bound(e.value, dom) if dt.is_int(e.value.dtype) else UNBOUNDED
+    if isinstance(e, Select):
+        a, b = float_bound(e.true_value, dom), float_bound(e.false_value, dom)
+        return min(a[0], b[0]), max(a[1], b[1])
+    if isinstance(e, Call) and e.op in ("floor", "ceil", "round") and len(e.args) == 1:
+        lo, hi = float_bound(e.args[0], dom)
+        if INF in (abs(lo), abs(hi)):
+            return UNBOUNDED
+        return (math.floor(lo), math.floor(hi)) if e.op == "floor" else (math.ceil(lo) - (
+            e.op == "round"), math.ceil(hi))
+    if not isinstance(e, Binary) or e.op not in ("+", "-", "*", "/", "min", "max"):
+        return UNBOUNDED
+    a, b = float_bound(e.a, dom), float_bound(e.b, dom)
+    if INF in (abs(a[0]), abs(a[1]), abs(b[0]), abs(b[1])):
+        return UNBOUNDED
+    if e.op in ("min", "max"):
+        f = min if e.op == "min" else max
+        return f(a[0], b[0]), f(a[1], b[1])
+    if e.op == "+":
+        lo, hi = a[0] + b[0], a[1] + b[1]
+    elif e.op == "-":
+        lo, hi = a[0] - b[1], a[1] - b[0]
+    else:
+        if e.op == "/":
+            if b[0] <= 0 <= b[1]:
+                return UNBOUNDED
+            b = (1 / b[1], 1 / b[0])
+        lo, hi = mul_interval(a, b)
+    return lo - FLOAT_SLACK * abs(lo), hi + FLOAT_SLACK * abs(hi)  # rounding is relative
 
 
 def extents_to_dom(pairs) -> dict:

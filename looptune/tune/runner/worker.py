@@ -19,7 +19,6 @@ import time
 from collections import OrderedDict
 from multiprocessing.connection import Connection
 
-import numpy as np
 
 from ...error import RunError
 from ...runtime.module import Module
