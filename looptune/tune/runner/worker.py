@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection
 
 from ...error import RunError
 from ...runtime.module import Module
-from ...runtime.ndarray import compare, pack_args, random_args as make_args  # noqa: F401
+from ...runtime.ndarray import compare, pack_args, random_args as make_args
 from ...runtime.timer import timer_lib
 from ...schedule.primitives.layout import packed_shape
 
