@@ -32,7 +32,8 @@ F32_CALLS = {"exp": "expf({0})", "log": "logf({0})", "sqrt": "sqrtf({0})",
 F64_CALLS = {k: v.replace("f(", "(").replace("1.0f", "1.0") for k, v in F32_CALLS.items()}
 
 # C's keywords, the library functions kernels call and the type names they use: no variable
-# or buffer may take these names (a buffer named after its operator, "abs" or "floor", would hide the function)
+# or buffer may take these names (a buffer named after its operator, "abs" or "floor", would
+# hide the function; one named int32_t, the type)
 C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern
 float for goto if inline int long register restrict return short signed sizeof static struct
 switch typedef union unsigned void volatile while bool true false main abs llabs

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 
 from ..tir import dtype as dt
 from ..tir.buffer import Buffer
-from ..tir.expr import (BufferLoad, IntImm, PrimExpr, Reduce, Select, Var, cast,
-                        convert)
+from ..tir.expr import BufferLoad, IntImm, PrimExpr, Reduce, Select, Var, cast, convert
 from ..tir.functor import visit
 from ..tir.stmt import IterVar
 
