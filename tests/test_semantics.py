@@ -102,3 +102,85 @@ def test_tensors_named_after_macros_and_library_functions_compile_and_run():
     mod(*arrays, got)
     want = sum(a * (k + 1) for k, a in enumerate(arrays))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.cc
+def test_tensors_and_axes_named_after_c_types_keywords_and_generated_symbols_compile():
+    """C keywords (int, _Bool), main, library functions (exp, expf, omp_get_num_threads),
+    the type names the code itself uses (int32_t, size_t: a parameter of that name hid the
+    type) and the kernel's own generated symbols (k_kernel_par0, k_kernel_packed), as
+    tensor names and as axis names, in a parallel and vectorized kernel."""
+    names = ["INFINITY", "NAN", "HUGE_VAL", "int", "main", "_Bool", "omp_get_num_threads",
+             "exp", "expf", "int32_t", "int64_t", "size_t", "uint8_t", "k_kernel_par0",
+             "lt_par0_k_kernel", "k_kernel_packed", "k_kernel_set_num_threads", "index"]
+    ins = [te.placeholder((64,), name=n) for n in names]
+
+    def body(int32_t, size_t):
+        return sum((x[int32_t * 8 + size_t] * (k + 1) for k, x in enumerate(ins)),
+                   te.const(0.0))
+    func = te.create_prim_func([*ins, te.compute((8, 8), body, name="exp")], name="k")
+    sch = lt.Schedule(func)
+    outer, inner = sch.get_loops(sch.get_block("exp"))
+    sch.parallel(outer)
+    sch.vectorize(inner)
+    arrays = [RNG.uniform(-1, 1, 64).astype("float32") for _ in names]
+    want = sum(a * (k + 1) for k, a in enumerate(arrays)).reshape(8, 8)
+    for f in (func, sch.func):
+        got = np.empty((8, 8), "float32")
+        lt.build(f)(*arrays, got)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    got = np.empty((8, 8), "float32")
+    interpreter.run(func, *arrays, got)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def comparisons(n=70):
+    A = te.placeholder((n,), name="A")
+    B = te.placeholder((n,), name="B")
+    return [A, B,
+            te.compute((n,), lambda i: A[i] == B[i], name="eq"),
+            te.compute((n,), lambda i: A[i] != B[i], name="ne"),
+            te.compute((n,), lambda i: A[i] < B[i], name="lt"),
+            te.compute((n,), lambda i: A[i] >= B[i], name="ge"),
+            te.compute((n,), lambda i: te.if_then_else(A[i] < B[i], A[i], B[i]), name="sel"),
+            te.compute((n,), lambda i: te.if_then_else(A[i] > 0.0, A[i], 0.0), name="pos"),
+            te.compute((n,), lambda i: te.if_then_else(A[i] != A[i], 1.0, A[i]), name="fix")]
+
+
+def check_comparisons(run):
+    a, b = with_nans(70), with_nans(70)
+    a[:4], b[:4] = [np.nan, 1.0, np.nan, 2.0], [1.0, np.nan, np.nan, 2.0]
+    outs = [np.empty(70, "bool") for _ in range(4)] + [np.empty(70, "float32") for _ in range(3)]
+    run(a, b, *outs)
+    want = [a == b, a != b, a < b, a >= b, np.where(a < b, a, b), np.where(a > 0, a, 0),
+            np.where(np.isnan(a), 1, a)]
+    for name, got, w in zip(("eq", "ne", "lt", "ge", "sel", "pos", "fix"), outs, want):
+        np.testing.assert_array_equal(got, w, err_msg=name)
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("schedule", ["plain", "vectorized", "interpreter"])
+def test_comparisons_and_selections_with_nan_follow_numpy(schedule):
+    func = te.create_prim_func(comparisons())
+    if schedule == "interpreter":
+        check_comparisons(lambda *x: interpreter.run(func, *x))
+        return
+    check_comparisons(lt.build(func if schedule == "plain" else vectorized_all(func)))
+
+
+def vectorized_all(func):
+    sch = lt.Schedule(func)
+    for name in sch.block_names():
+        if name != "root":
+            _, inner = sch.split(sch.get_loops(sch.get_block(name))[-1], [None, 8])
+            sch.vectorize(inner)
+    return sch.func
+
+
+def test_constant_comparisons_with_nan_fold_as_numpy():
+    from looptune.tir.expr import binary, const, select
+    nan, one = const(float("nan")), const(1.0)
+    for op, want in (("==", False), ("!=", True), ("<", False), ("<=", False), (">", False),
+                     (">=", False)):
+        assert binary(op, nan, one).value is want and binary(op, nan, nan).value is want
+    assert select(binary("<", nan, one), one, const(2.0)).value == 2.0

@@ -23,7 +23,7 @@ from .cstyle import CStyleRenderer, c_comment, c_identifier, c_string
 from .passes.check_index import INDEX_SITES
 
 # Macros of the generated code's headers, where the compiler cannot say which (see
-# header_macros): math.h's constants and classification macros, the limits of stdint.h
+# header_names): math.h's constants and classification macros, the limits of stdint.h
 MACROS_FALLBACK = frozenset("""INFINITY NAN HUGE_VAL HUGE_VALF HUGE_VALL FP_NAN FP_INFINITE
 FP_ZERO FP_SUBNORMAL FP_NORMAL FP_ILOGB0 FP_ILOGBNAN FP_FAST_FMA FP_FAST_FMAF MATH_ERRNO
 MATH_ERREXCEPT math_errhandling isnan isinf isfinite isnormal signbit fpclassify isgreater
@@ -57,7 +57,7 @@ static inline int omp_get_max_threads(void) { return 1; }
 """
 
     def identifier(self, name: str) -> str:
-        return c_identifier(name, self.keywords, header_macros(self.preamble))
+        return c_identifier(name, self.keywords, header_names(self.preamble))
 
     def __init__(self):
         super().__init__()
@@ -145,7 +145,7 @@ static inline int omp_get_max_threads(void) { return 1; }
             self.for_loop(s, depth)
             return
         free_vars, buffers = _free_names(s)
-        fn = f"{self._symbol}_par{len(self.outlined)}"
+        fn = f"lt_par{len(self.outlined)}_{self._symbol}"  # lt_: no user name takes it
         params = [self.param_decl(b) for b in buffers]
         params += [f"{dt.c_type(x.dtype)} {self.names(x)}" for x in free_vars]
         checks = _has_index_check(s.body)
@@ -215,7 +215,7 @@ static inline int omp_get_max_threads(void) { return 1; }
     def render(self, func: PrimFunc, *, meta: dict | None = None) -> str:
         meta = meta or {}
         fname = self._symbol = self.symbol(func)
-        self.names.used.add(fname)
+        self.names.used.update((fname, f"{fname}_packed", f"{fname}_set_num_threads"))
         params = [self.param_decl(b) for b in func.params]
         sites = func.attr(INDEX_SITES, ())
         if sites:
@@ -296,16 +296,19 @@ def _has_index_check(s) -> bool:
 
 
 @lru_cache(maxsize=None)
-def header_macros(preamble: str) -> frozenset:
-    """Every macro defined once `preamble`'s headers are included (the compiler's own list,
-    `cc -dM -E`, with OpenMP on), plus MACROS_FALLBACK: a tensor named INFINITY, NAN or
-    HUGE_VAL must not become one of them in the code."""
-    try:
-        out = subprocess.run([env.cc(), "-dM", "-E", "-fopenmp", "-x", "c", "-"],
-                             input=preamble, capture_output=True, text=True, timeout=60)
-        found = re.findall(r"^#define\s+([A-Za-z_]\w*)", out.stdout, re.M)
-    except (OSError, subprocess.TimeoutExpired):
-        found = []
+def header_names(preamble: str) -> frozenset:
+    """Every name `preamble`'s headers define or declare, with OpenMP on: their macros (the
+    compiler's own list, `cc -dM -E`) and the identifiers of their declarations (types such
+    as int32_t and size_t, functions, enumerators: `cc -E`), plus MACROS_FALLBACK. A tensor
+    named INFINITY, NAN, int32_t or omp_get_wtime must not become one of them in the code."""
+    found: list = []
+    for flag, pattern in (("-dM", r"^#define\s+([A-Za-z_]\w*)"), ("-P", r"[A-Za-z_]\w*")):
+        try:
+            out = subprocess.run([env.cc(), flag, "-E", "-fopenmp", "-x", "c", "-"],
+                                 input=preamble, capture_output=True, text=True, timeout=60)
+            found += re.findall(pattern, out.stdout, re.M)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
     return MACROS_FALLBACK | frozenset(found)
 
 

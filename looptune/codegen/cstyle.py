@@ -31,14 +31,23 @@ F32_CALLS = {"exp": "expf({0})", "log": "logf({0})", "sqrt": "sqrtf({0})",
              "round": "nearbyintf({0})"}  # half to even (the default rounding mode)
 F64_CALLS = {k: v.replace("f(", "(").replace("1.0f", "1.0") for k, v in F32_CALLS.items()}
 
-# C's keywords and the library functions kernels call: no variable or buffer may take these
-# names (a buffer named after its operator, "abs" or "floor", would hide the function)
+# C's keywords, the library functions kernels call and the type names they use: no variable
+# or buffer may take these names (a buffer named after its operator, "abs" or "floor", would
+# hide the function; one named int32_t, the type)
 C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern
 float for goto if inline int long register restrict return short signed sizeof static struct
 switch typedef union unsigned void volatile while bool true false main abs llabs
 free abort aligned_alloc malloc calloc realloc memcpy memset memmove exit
-omp_get_max_threads omp_get_thread_num omp_get_num_threads omp_set_num_threads""".split()) \
+omp_get_max_threads omp_get_thread_num omp_get_num_threads omp_set_num_threads
+int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t intptr_t uintptr_t
+ptrdiff_t""".split()) \
     | frozenset(re.findall(r"([A-Za-z_]\w*)\(", " ".join([*F32_CALLS.values(), *F64_CALLS.values()])))
+
+
+def _safe_divisor(b) -> bool:
+    """May C's / and % take `b` as it is? (A constant other than 0 and -1: lowering's tdiv
+    and tmod by a positive constant, the common case.)"""
+    return isinstance(b, IntImm) and b.value not in (0, -1)
 
 
 def c_comment(text) -> str:
@@ -160,9 +169,9 @@ class CStyleRenderer:
         if op in ("min", "max"):
             self.helpers.add(("minmax", e.dtype))
             return f"lt_{op}_{e.dtype}({self.expr(e.a)}, {self.expr(e.b)})"
-        if op in ("//", "%"):
+        if op in ("//", "%") or (op in ("tdiv", "tmod") and not _safe_divisor(e.b)):
             self.helpers.add(("floordiv", e.dtype))
-            fn = "floordiv" if op == "//" else "floormod"
+            fn = {"//": "floordiv", "%": "floormod", "tdiv": "tdiv", "tmod": "tmod"}[op]
             return f"lt_{fn}_{e.dtype}({self.expr(e.a)}, {self.expr(e.b)})"
         p = _PREC[op]
         s = f"{self.expr(e.a, p)} {_C_OP.get(op, op)} {self.expr(e.b, p + 1)}"
@@ -335,11 +344,19 @@ class CStyleRenderer:
             nan = " || a != a" if dt.is_float(d) else ""
             return [f"{q} {t} lt_min_{d}({t} a, {t} b) {{ return (a < b{nan}) ? a : b; }}",
                     f"{q} {t} lt_max_{d}({t} a, {t} b) {{ return (a > b{nan}) ? a : b; }}"]
-        if kind == "floordiv":
-            return [f"{q} {t} lt_floordiv_{d}({t} a, {t} b) {{ {t} q = a / b; "
+        if kind == "floordiv":  # numpy's x // 0 == x % 0 == 0, and INT_MIN // -1 == INT_MIN:
+            # neither may reach C's / or %, where both trap (SIGFPE)
+            neg = f"({t})(0ULL - (unsigned long long)a)"  # -a, wrapping as numpy's
+            return [f"{q} {t} lt_floordiv_{d}({t} a, {t} b) {{ if (b == 0) return 0; "
+                    f"if (b == -1) return {neg}; {t} q = a / b; "
                     "return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }",
-                    f"{q} {t} lt_floormod_{d}({t} a, {t} b) {{ {t} r = a % b; "
-                    "return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }"]
+                    f"{q} {t} lt_floormod_{d}({t} a, {t} b) {{ if (b == 0 || b == -1) "
+                    f"return 0; {t} r = a % b; "
+                    "return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }",
+                    f"{q} {t} lt_tdiv_{d}({t} a, {t} b) {{ return b == 0 ? 0 : b == -1 ? {neg} "
+                    ": a / b; }",
+                    f"{q} {t} lt_tmod_{d}({t} a, {t} b) {{ return (b == 0 || b == -1) ? 0 : "
+                    "a % b; }"]
         if kind == "safe_index":  # an index out of range reads element 0 (unreported)
             return [f"{q} long long lt_safe_index(long long i, long long size, int wrap) {{ "
                     "return (i >= size || i < (wrap ? -size : 0)) ? 0 : i < 0 ? i + size : i; }"]

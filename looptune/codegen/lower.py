@@ -18,6 +18,7 @@ from .passes import (accumulation_loops, auto_unroll, compact_buffers, flatten, 
 from .passes.check_index import check_indices
 from .passes.unit_loops import drop_unit_loops
 from .passes.unroll import cap_unrolling, copied_terms_last, folds_per_copy
+from .passes.widen import widen_indices
 
 
 def host_vector_bits(vector_bits: int | None) -> int:
@@ -41,18 +42,19 @@ def finish_lowering(loops: PrimFunc, *, vectorize: bool = True,
     """Stage 2, on the output of `lower_loops`: loop partitioning (at the guards of
     non-dividing splits, and innermost loops at their selections: padding), flattening (with
     simplification; indices loaded from memory checked first, passes/check_index.py),
-    vectorization and C integer division. Loops to unroll explicitly mostly
-    stay loops here and the renderer prints their copies, so the passes run on one copy;
-    only those whose copies simplify differently (`folds_per_copy`) are copied first."""
+    vectorization, C integer division and 64-bit index arithmetic where int32 could
+    overflow (passes/widen.py). Loops to unroll explicitly mostly stay loops here and the
+    renderer prints their copies, so the passes run on one copy; only those whose copies
+    simplify differently (`folds_per_copy`) are copied first."""
     lanes = max(1, host_vector_bits(vector_bits) // 32)
     body = drop_unit_loops(partition_loops(partition_selects(drop_unit_loops(loops.body))))
     body = cap_unrolling(body, lanes=lanes)
     body = unroll_explicit(body, only=folds_per_copy)
     f = flatten(check_indices(loops.with_body(body)))
     if not vectorize:
-        return f
+        return f.with_body(widen_indices(f.body))
     body = vectorize_loops(f.body, host_vector_bits(vector_bits))
-    return f.with_body(copied_terms_last(lower_intdiv(body)))
+    return f.with_body(widen_indices(copied_terms_last(lower_intdiv(body))))
 
 
 def lower(func: PrimFunc, *, vectorize: bool = True, vector_bits: int | None = None) -> PrimFunc:

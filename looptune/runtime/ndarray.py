@@ -1,5 +1,6 @@
-"""Arrays for kernels: seeded random arguments, 64-byte aligned ones, and copies placed where
-numpy's own allocator puts arrays.
+"""Arrays for kernels: seeded random arguments, 64-byte aligned ones, copies placed where
+numpy's own allocator puts arrays, and the rule that compares a kernel's output with its
+reference (`compare`).
 
 Alignment matters to some kernels and not to others: on an AMD Zen 5 (AVX-512), sampled
 matmul_add 1024 kernels ran from 0.83x to 1.7x their aligned time with every array at a 16,
@@ -110,3 +111,40 @@ def rotated_offsets(offsets, n_args: int, r: int) -> tuple:
     """The offsets of the n arguments in repeat r: argument i at offsets[(r + i) % len], so
     successive repeats see different offsets and different combinations of them."""
     return tuple(offsets[(r + i) % len(offsets)] for i in range(n_args))
+
+
+def compare(name: str, out: np.ndarray, ref: np.ndarray, rtol: float = 1e-3,
+            atol: float = 1e-3) -> str | None:
+    """None if `out` matches `ref`, else what is wrong: the one rule by which every check of
+    a kernel against its reference judges (the tuner's runners, compile_tir's verification,
+    the fuzzer), so what one accepts the others accept. Floats: where the reference is NaN,
+    NaN; where it is an infinity, the same infinity; elsewhere within rtol and atol scaled by
+    max(1, max finite |ref|) (an infinite scale would accept anything). Integers and booleans:
+    exactly equal."""
+    o, r = out.astype(np.float64), ref.astype(np.float64)
+    if out.dtype.kind == "f":
+        finite = np.abs(r[np.isfinite(r)])
+        scale = max(1.0, float(finite.max())) if finite.size else 1.0
+        with np.errstate(invalid="ignore", over="ignore"):
+            close = np.isclose(o, r, rtol=rtol, atol=atol * scale)
+        bad = np.where(np.isnan(r), ~np.isnan(o), np.where(np.isinf(r), o != r, ~close))
+    else:
+        bad = np.asarray(out != ref)
+    n = int(bad.sum())
+    if n == 0:
+        return None
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(o[bad] - r[bad])
+    diff = diff[np.isfinite(diff)]
+    notes = [f"max abs difference {diff.max():.4g}"] if diff.size else []
+    nan = int(np.isnan(o[bad]).sum())
+    if nan:
+        notes.append(f"{nan} are NaN: never written?")
+    inf = int((np.isinf(r[bad]) | np.isinf(o[bad])).sum())
+    if inf:
+        notes.append(f"{inf} are infinite in one and not the same infinity in the other")
+    if out.dtype.kind in "iu":
+        unwritten = int((out == np.array(INT_SENTINEL).astype(out.dtype)).sum())
+        if unwritten:
+            notes.append(f"{unwritten} still hold the fill value: never written?")
+    return f"{n} of {out.size} elements of {name} differ from the reference ({'; '.join(notes)})"

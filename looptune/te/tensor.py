@@ -8,8 +8,7 @@ from dataclasses import dataclass
 
 from ..tir import dtype as dt
 from ..tir.buffer import Buffer
-from ..tir.expr import (Binary, BufferLoad, IntImm, PrimExpr, Reduce, Select, Var, cast,
-                        convert)
+from ..tir.expr import BufferLoad, IntImm, PrimExpr, Reduce, Select, Var, cast, convert
 from ..tir.functor import visit
 from ..tir.stmt import IterVar
 
@@ -202,11 +201,15 @@ def _cast_body(body, dtype):
 
 
 def _check_bounds(name: str, body: PrimExpr, axis: tuple) -> None:
-    """TEError for what would make the kernel read other memory or crash: a read that
-    provably falls outside its tensor somewhere in the iteration space, or an integer
-    division by the constant 0. Reads under te.if_then_else are left to their guard (padding
-    reads outside the tensor only where the condition is false)."""
+    """TEError for a read that would reach other memory: one that may fall outside its tensor
+    somewhere in the iteration space, or whose index cannot be bounded at all. Affine
+    indices are bounded exactly; others (i * i, i // j, min, casts) by interval arithmetic,
+    which may refuse a read that would in fact stay inside (write such an index with a
+    guard). Reads under te.if_then_else are left to their guard (padding reads outside the
+    tensor only where the condition is false), and indices read from memory (gathers) to
+    the kernel's own checks."""
     from ..tir.arith.bound import eval_bound
+    from ..tir.arith.interval import INF, const_bound
     ivs = tuple(axis) + (body.axis if isinstance(body, Reduce) else ())
     dom = {iv.var: (0, iv.extent - 1) for iv in ivs}
     guarded: set = set()
@@ -217,17 +220,22 @@ def _check_bounds(name: str, body: PrimExpr, axis: tuple) -> None:
                 visit(side, lambda x: guarded.add(id(x)) if isinstance(x, BufferLoad) else None)
 
     def check(n):
-        if isinstance(n, Binary) and n.op in ("//", "%", "tdiv", "tmod") and \
-                isinstance(n.b, IntImm) and n.b.value == 0:
-            raise TEError(f"compute {name}: {n!r} divides an integer by the constant 0, which "
-                          "is undefined (the kernel would crash); divide by a non-zero value")
         if not isinstance(n, BufferLoad) or id(n) in guarded:
             return
         for d, (index, extent) in enumerate(zip(n.indices, n.buffer.shape)):
             bound = eval_bound(index, dom)
-            if bound is None or not all(isinstance(b, IntImm) for b in bound):
-                continue  # not an affine function of the axes (e.g. an index read from memory)
-            lo, hi = bound[0].value, bound[1].value
+            if bound is not None and all(isinstance(b, IntImm) for b in bound):
+                lo, hi = bound[0].value, bound[1].value
+            elif _reads_memory(index):
+                continue  # a gather: its index is data
+            else:
+                lo, hi = const_bound(index, dom)
+                if lo == -INF or hi == INF:
+                    raise TEError(f"compute {name}: cannot bound the index {index!r} of "
+                                  f"dimension {d} of {n.buffer.name} over the compute's axes, "
+                                  "so the read might fall outside the tensor; build the index "
+                                  "from the axes and constants with +, -, *, //, %, min and "
+                                  "max, or guard the read with te.if_then_else")
             if lo < 0 or hi >= extent:
                 raise TEError(f"compute {name}: {n!r} reads dimension {d} of {n.buffer.name} at "
                               f"{lo}..{hi}, outside its extent {extent} (0..{extent - 1}); fix "
@@ -236,6 +244,12 @@ def _check_bounds(name: str, body: PrimExpr, axis: tuple) -> None:
 
     visit(body, guard)
     visit(body, check)
+
+
+def _reads_memory(e) -> bool:
+    found = []
+    visit(e, lambda x: found.append(x) if isinstance(x, BufferLoad) else None)
+    return bool(found)
 
 
 def _check_body(name: str, body: PrimExpr, axis: tuple) -> tuple:

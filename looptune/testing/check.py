@@ -22,11 +22,10 @@ import numpy as np
 
 from ..backend import Backend, args_info
 from ..error import BuildError
-from ..runtime.ndarray import INT_SENTINEL
+from ..runtime.ndarray import INT_SENTINEL, compare
 from ..schedule import ScheduleError, Trace
 from ..tir import interpreter
 from ..tir.structural import structural_equal
-from ..tune.runner.worker import compare
 from .batch import merged_source
 from .sandbox import KernelCall, Sandbox
 from .schedgen import FuzzSchedule, random_actions

@@ -101,7 +101,9 @@ class Binary(PrimExpr):
     """Arithmetic ("+", "//", "min", ...), comparison ("<", "==", ...) or logic ("and", "or").
 
     `//` and `%` round towards minus infinity (floordiv / floormod); `tdiv` and `tmod` are C's
-    truncating forms, introduced by lowering once operands are known non-negative.
+    truncating forms, introduced by lowering once operands are known non-negative. Integer
+    division and modulo by 0 give 0 and INT_MIN // -1 gives INT_MIN, as numpy's (never a
+    trap): in compiled code, the interpreter and constant folding alike.
     """
     op: str
     a: PrimExpr
@@ -261,10 +263,10 @@ def _fold(op, a, b):
     if op == "-": return a - b
     if op == "*": return a * b
     if op == "/": return a / b if b != 0 else None
-    if op == "//": return a // b if b != 0 else None
-    if op == "%": return a % b if b != 0 else None
-    if op == "tdiv": return _tdiv(a, b) if b != 0 else None
-    if op == "tmod": return a - b * _tdiv(a, b) if b != 0 else None
+    if op == "//": return a // b if b != 0 else 0  # numpy's: x // 0 == x % 0 == 0
+    if op == "%": return a % b if b != 0 else 0
+    if op == "tdiv": return _tdiv(a, b) if b != 0 else 0
+    if op == "tmod": return a - b * _tdiv(a, b) if b != 0 else 0
     if op == "min": return a if a < b or a != a else b  # NaN wins, as numpy's minimum
     if op == "max": return a if a > b or a != a else b
     if op == "==": return a == b
@@ -313,6 +315,8 @@ def binary(op: str, a, b) -> PrimExpr:
     cb = b.value if isinstance(b, (IntImm, FloatImm)) else None
     if ca is not None and cb is not None:
         v = _fold(op, ca, cb)
+        if v is not None and op in ("//", "%", "tdiv", "tmod"):
+            v = _wrap_int(v, rt)  # INT_MIN // -1 == INT_MIN, as numpy (and C's wrap)
         if v is not None:
             return const(v, rt)
     if dt.is_int(t):
@@ -327,8 +331,9 @@ def binary(op: str, a, b) -> PrimExpr:
             if ca == 0 or cb == 0: return const(0, t)
         elif op in ("//", "tdiv"):
             if cb == 1: return a
+            if cb == 0: return const(0, t)
         elif op in ("%", "tmod"):
-            if cb == 1: return const(0, t)
+            if cb in (0, 1, -1): return const(0, t)
     return Binary(op, a, b, rt)
 
 

@@ -71,6 +71,8 @@ class _PyGen:
             a, b = self.expr(e.a), self.expr(e.b)
             if e.op in ("min", "max"):
                 return f"_{e.op}({a}, {b})"
+            if e.op in ("//", "%"):
+                return f"_floor{'div' if e.op == '//' else 'mod'}({a}, {b})"
             if e.op == "tdiv":
                 return f"_tdiv({a}, {b})"
             if e.op == "tmod":
@@ -190,13 +192,24 @@ def _identifier(name: str) -> str:
     return ("_" + s if s[:1].isdigit() else s) + "_"
 
 
+def _floordiv(a, b):
+    """numpy's integer //: x // 0 == 0 (Python's int would raise ZeroDivisionError)."""
+    return a // b if b != 0 else a * 0
+
+
+def _floormod(a, b):
+    return a % b if b != 0 else a * 0
+
+
 def _tdiv(a, b):
+    if b == 0:
+        return a * 0
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b >= 0) else -q
 
 
 def _tmod(a, b):
-    return a - b * _tdiv(a, b)
+    return a - b * _tdiv(a, b) if b != 0 else a * 0
 
 
 def _min(a, b):
@@ -239,9 +252,9 @@ def numpy_type(npname: str):
 
 
 def _env(types=()):
-    env = {"np": np, "math": math, "_product": itertools.product, "_tdiv": _tdiv,
-           "_tmod": _tmod, "_fdiv": _fdiv, "_erf": _erf, "_check_index": _check_index,
-           "_min": _min, "_max": _max}
+    env = {"np": np, "math": math, "_product": itertools.product, "_floordiv": _floordiv,
+           "_floormod": _floormod, "_tdiv": _tdiv, "_tmod": _tmod, "_fdiv": _fdiv,
+           "_erf": _erf, "_check_index": _check_index, "_min": _min, "_max": _max}
     for name in types:
         env[f"_t_{name}"] = numpy_type(name)
     return env

@@ -7,10 +7,9 @@ import numbers
 import warnings
 from pathlib import Path
 
-import numpy as np
 
 from ..backend import Backend
-from ..runtime.ndarray import pack_args, random_args
+from ..runtime.ndarray import compare, pack_args, random_args
 from ..schedule import ScheduleError
 from ..schedule.primitives.layout import PACKED
 from ..target import Target
@@ -159,19 +158,17 @@ def tune_tir(mod_or_func, target="cpu", work_dir=None, *, max_trials_global: int
 
 def verify(mod, func: PrimFunc, *, seed: int = 0, rtol: float = 1e-3, atol: float = 1e-3,
            packed: tuple = ()) -> bool:
-    """Does `mod` compute what the unscheduled `func` computes, on random inputs? `packed`:
-    the arguments `mod` takes in a packed layout (its function's "packed_params")."""
+    """Does `mod` compute what the unscheduled `func` computes, on random inputs, by the
+    runner's rule (runtime.ndarray.compare: NaN where the reference is NaN, the same infinity
+    where it is infinite, else within tolerance)? `packed`: the arguments `mod` takes in a
+    packed layout (its function's "packed_params")."""
     ref = Backend.for_target("cpu").build(func)
     want = random_args(ref.args, seed)
     got = pack_args([a.copy() for a in want], packed)
     ref(*want)
     mod(*got)
-    for info, a, b in zip(mod.args, want, got):
-        if info.written:
-            scale = max(1.0, float(np.nanmax(np.abs(a)))) if a.size else 1.0
-            if not np.allclose(b, a, rtol=rtol, atol=atol * scale):
-                return False
-    return True
+    return all(compare(info.name, b, a, rtol, atol) is None
+               for info, a, b in zip(mod.args, want, got) if info.written)
 
 
 def compile_tir(database: Database, func: PrimFunc, target="cpu", *, check: bool = True,

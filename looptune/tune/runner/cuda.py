@@ -28,10 +28,10 @@ import numpy as np
 
 from ...runtime.child import start_child, stop_child
 from ...error import RunError
-from ...runtime.ndarray import pack_args, random_args as make_args
+from ...runtime.ndarray import compare, pack_args, random_args as make_args
 from .base import Runner, RunnerInput, RunnerResult
 from .local import LocalRunner, _WorkerLost, _WorkerProcess
-from .worker import COLD_SLACK_S, Worker, _exit_with_parent, compare
+from .worker import COLD_SLACK_S, Worker, _exit_with_parent
 
 
 def _boot(device: int) -> str:

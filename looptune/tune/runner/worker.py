@@ -19,42 +19,14 @@ import time
 from collections import OrderedDict
 from multiprocessing.connection import Connection
 
-import numpy as np
 
 from ...error import RunError
 from ...runtime.module import Module
-from ...runtime.ndarray import INT_SENTINEL, pack_args, random_args as make_args
+from ...runtime.ndarray import compare, pack_args, random_args as make_args
 from ...runtime.timer import timer_lib
 from ...schedule.primitives.layout import packed_shape
 
 COLD_SLACK_S = 0.01  # the most a first call is taken to lose to cold start (page faults, threads)
-
-
-def compare(name: str, out: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> str | None:
-    """None if `out` matches `ref`, else what is wrong. Floats: allclose with atol scaled by
-    max(1, max|ref|); NaN counts as wrong unless the reference is NaN there too. Integers and
-    booleans: exactly equal."""
-    o, r = out.astype(np.float64), ref.astype(np.float64)
-    if out.dtype.kind == "f":
-        finite = np.abs(r[np.isfinite(r)])
-        scale = max(1.0, float(finite.max())) if finite.size else 1.0
-        bad = ~np.isclose(o, r, rtol=rtol, atol=atol * scale) & ~(np.isnan(o) & np.isnan(r))
-    else:
-        bad = out != ref
-    n = int(bad.sum())
-    if n == 0:
-        return None
-    diff = np.abs(o[bad] - r[bad])
-    diff = diff[np.isfinite(diff)]
-    notes = [f"max abs difference {diff.max():.4g}"] if diff.size else []
-    nan = int(np.isnan(o[bad]).sum())
-    if nan:
-        notes.append(f"{nan} are NaN: never written?")
-    if out.dtype.kind in "iu":
-        unwritten = int((out == np.array(INT_SENTINEL).astype(out.dtype)).sum())
-        if unwritten:
-            notes.append(f"{unwritten} still hold the fill value: never written?")
-    return f"{n} of {out.size} elements of {name} differ from the reference ({'; '.join(notes)})"
 
 
 class Worker:
