@@ -233,3 +233,14 @@ def test_a_tasks_best_decisions_are_tried_by_its_look_alike_tasks(monkeypatch):
     assert strategies["other"].signature() != strategies["mm"].signature()
     assert offered and all(t in o for t, o in zip(tried, offered))
     assert not strategies["other"]._offers
+
+
+def test_a_design_space_smaller_than_the_budget_stops_with_a_reason():
+    # relu has a handful of distinct schedules: the search measures them and says why it stops
+    strategy = EvolutionarySearch(cost_model="random", **SMALL)
+    db = MemoryDatabase()
+    run(small("relu", N=1, C=4, H=4, W=8), 64, db, strategy)
+    n = len(db.get_all_tuning_records())
+    assert 0 < n < 64
+    assert "no schedule it has not measured" in strategy.stop_reason
+    assert f"about {n} distinct schedules" in strategy.stop_reason

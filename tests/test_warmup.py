@@ -160,7 +160,9 @@ def test_a_budget_that_cannot_cover_the_tasks_says_so():
     assert len(trials) == 40
     # enough: nothing to say; nor for one task, whatever its budget
     assert budget_warnings(40, 160)[0] == []
-    assert budget_warnings(1, 3)[0] == []
+    [msg], _ = budget_warnings(1, 3)  # one kernel: too few trials for the search to help
+    assert "3 trials is too small" in msg and "max_trials_global=16" in msg
+    assert budget_warnings(1, 16)[0] == []
     # nor when every task was tried before (a resumed run): no warm-up to plan
     plan = plan_warmup([1.0, 2.0], [0, 0], budget=3, per_iter=64)
     assert plan.covered and plan.shortfall(["a", "b"]) is None and plan.first == (0, 0)
@@ -257,3 +259,27 @@ def test_a_rerun_adds_missing_baselines_without_spending_trials():
     assert sum(r.baseline for r in records) == 3 and sum(not r.baseline for r in records) == 12
     tune_tasks(many_tasks(3), default_schedule=lambda func, target: Schedule(func), **kw)
     assert len(db.get_all_tuning_records()) == 15  # measured once per settings
+
+
+class Few(Numbered):
+    """A design space of five schedules: the search stops there, whatever the budget."""
+
+    def generate_measure_candidates(self, n=None):
+        if self.trials >= 5:
+            self.stop_reason = "the design space holds 5 distinct schedules"
+            return None
+        return super().generate_measure_candidates(min(n or self.per_iter, 5 - self.trials))
+
+
+def test_a_task_that_stops_before_its_budget_says_why(capsys):
+    ctx = TuneContext(te.create_prim_func(workload("matmul", M=4, N=4, K=3)[0]), "cpu",
+                      NoSpace(), Few(), task_name="small", seed=0)
+    db = MemoryDatabase()
+    timer = Timer({"small": 1e-4})
+    timer._task = {db.commit_workload(ctx.func).key: "small"}
+    tune_tasks([ctx], database=db, max_trials_global=64, builder=HashBuilder(), runner=timer,
+               check_correctness=False, progress=True,
+               default_schedule=lambda func, target: Schedule(func))
+    err = capsys.readouterr()
+    assert ("small: stopped after 5 trials: the design space holds 5 distinct schedules"
+            in err.out + err.err)

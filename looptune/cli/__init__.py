@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 from ..error import BuildError
 from ..target import TargetError
@@ -131,10 +132,17 @@ def dispatch(args) -> int:
     return 0
 
 
+def _print_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"warning: {message}", file=sys.stderr)
+
+
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
-        return dispatch(args)
+        with warnings.catch_warnings():  # one line each, without Python's file and line
+            warnings.simplefilter("default")  # a repeated warning once
+            warnings.showwarning = _print_warning
+            return dispatch(args)
     except (CLIError, TuneError, TargetError, BuildError) as e:  # the user can fix these
         print(f"looptune: error: {e}", file=sys.stderr)
         return 2

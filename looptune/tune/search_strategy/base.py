@@ -46,9 +46,14 @@ class SearchStrategy:
         """`seen`: structural hashes of schedules already measured (from the database)."""
         raise NotImplementedError
 
+    # why generate_measure_candidates last returned nothing, said to the user when a task
+    # stops before the run's budget is spent
+    stop_reason: str | None = None
+
     def generate_measure_candidates(self, n: int | None = None) -> list | None:
         """Up to `n` candidates to measure next (None: num_trials_per_iter; the task
-        scheduler sizes a task's warm-up batch this way), or None when the search is done."""
+        scheduler sizes a task's warm-up batch this way), or None when the search is done
+        (then `stop_reason` says why, where the strategy knows)."""
         raise NotImplementedError
 
     def notify_runner_results(self, candidates: list, results: list) -> None:

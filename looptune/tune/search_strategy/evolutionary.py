@@ -83,7 +83,11 @@ class EvolutionarySearch(SearchStrategy):
 
     def generate_measure_candidates(self, n: int | None = None):
         n = min(n or self.per_iter, self.max_trials - self.trials)
-        if n <= 0 or not self.spaces:
+        if n <= 0:
+            self.stop_reason = f"its {self.max_trials} trials are spent"
+            return None
+        if not self.spaces:
+            self.stop_reason = "it has no design space"
             return None
         self._batch_deadline = None
         measure = getattr(self, "_measure_secs", None)
@@ -97,6 +101,12 @@ class EvolutionarySearch(SearchStrategy):
         best = self.evolve(population, n)
         picks = self.pick_eps_greedy(best, population, n)
         picks = self._with_transfers(picks, n)
+        if not picks:
+            self.stop_reason = (
+                f"its search reaches no schedule it has not measured: the design space "
+                f"holds about {len(self.seen)} distinct schedules, fewer than the budget "
+                "(more trials cannot help this workload)")
+            return None
         for p in picks:
             self.seen.add(p.candidate.sch_hash)
         self.trials += len(picks)
@@ -319,6 +329,9 @@ class EvolutionarySearch(SearchStrategy):
         return self.rand.randrange(1 << 31)
 
     def _explain_empty(self):
+        why = "; ".join(f"{n}x {reason}" for reason, n in self.failures.most_common(3))
+        self.stop_reason = (f"its design space gave no valid candidate in "
+                            f"{sum(self.failures.values())} samples ({why or 'none'})")
         if self.trials:
             return
         why = "; ".join(f"{n}x {reason}" for reason, n in self.failures.most_common(3))

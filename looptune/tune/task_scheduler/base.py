@@ -22,6 +22,11 @@ from ..registry import Registry
 from ..runner.base import EvaluatorConfig, RunnerResult
 from .warmup import SECONDS_PER_TRIAL, WarmupPlan, estimated_cost, plan_warmup
 
+# trials below which tuning one kernel warns up front: the evolutionary search needed a
+# median of 15 to match the best of 256 random ones (matmul_add 1024,
+# benchmarks/search_efficiency.py); a model's tasks share the budget by the warm-up plan
+MIN_USEFUL_TRIALS = 16
+
 
 @dataclass(eq=False)
 class TaskState:
@@ -115,6 +120,7 @@ class TaskScheduler:
                         self.batch_size(tid))
                 if not cands:
                     task.done = True
+                    self._say_why_stopped(task)
                     continue
                 best_before = task.best_secs
                 results = self._measure(task, cands, builder, runner, database, evaluator,
@@ -132,6 +138,15 @@ class TaskScheduler:
             for t in self.tasks:
                 t.context.search_strategy.post_tuning()
         return self.tasks
+
+    def _say_why_stopped(self, task) -> None:
+        """A task that stops before the run's budget is spent says why, once."""
+        if self._out_of_budget():
+            return
+        why = task.context.search_strategy.stop_reason or "its search strategy has no more " \
+            "candidates"
+        self.progress.note(f"{task.context.task_name}: stopped after {task.trials} trials: "
+                           f"{why}")
 
     # ------------------------------------------------------------------ the warm-up
     def batch_size(self, tid: int) -> int | None:
@@ -188,6 +203,13 @@ class TaskScheduler:
                          f"trials at {self.seconds_per_trial:g} s each)")
             self.progress.note(line)
         short = plan.shortfall([t.context.task_name for t in self.tasks], spent)
+        one = self.tasks[0] if len(self.tasks) == 1 else None  # a kernel, not a model
+        if not short and one is not None and not one.done and not one.trials and \
+                plan.budget < MIN_USEFUL_TRIALS:
+            short = (f"a budget of {plan.budget} trials is too small for the search to help: "
+                     f"it needs about {MIN_USEFUL_TRIALS} to beat random sampling "
+                     f"(max_trials_global={spent + MIN_USEFUL_TRIALS}, --trials; 64 or more "
+                     "for the cost model to learn)")
         if short:
             warnings.warn(short, BudgetWarning, stacklevel=4)
 
