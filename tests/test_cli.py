@@ -72,6 +72,13 @@ def test_ops_lists_the_builtin_operators(capsys):
     assert "matmul" in out and "conv2d" in out and "M=512" in out
 
 
+def test_report_help_prints_percent_signs_once(capsys):
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    out = capsys.readouterr().out
+    assert "90/95/99% of the best" in out and "%%" not in out
+
+
 def test_the_console_script_is_installed():
     out = subprocess.run([sys.executable, "-m", "looptune.cli", "--help"], capture_output=True,
                          text=True)

@@ -487,6 +487,29 @@ def test_schedule_fn_database(rng):
         ScheduleFnDatabase(lambda sch: None).query_schedule(func, HOST)
 
 
+@pytest.mark.cc
+def test_compile_tir_builds_with_a_schedule_function():
+    import numpy as np
+    from looptune.tune import compile_tir
+    rng = np.random.default_rng(3)
+
+    def fn(sch):
+        i, j, k = sch.get_loops(sch.get_block("matmul"))
+        sch.split(j, [None, 4])
+        return True
+
+    func = mm_func(8, 12, 5)
+    mod = compile_tir(ScheduleFnDatabase(fn), func, "cpu")
+    assert mod.record is None and [i.kind.name for i in mod.schedule.trace.insts][-1] == "Split"
+    a, b = rng.uniform(-1, 1, (8, 5)).astype("float32"), rng.uniform(-1, 1, (5, 12)).astype(
+        "float32")
+    out = np.full((8, 12), np.nan, "float32")
+    mod(a, b, out)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+    with pytest.raises(Exception, match="no tuning record"):
+        compile_tir(ScheduleFnDatabase(lambda sch: False), func, "cpu")
+
+
 # --------------------------------------------------------------------- anchor block
 def test_anchor_block_and_key():
     plain, fused = mm_func(), mm_func(with_relu=True)

@@ -13,7 +13,7 @@ from looptune.codegen import lower
 from looptune.schedule import ScheduleError
 from looptune.te.ops import workload
 from looptune.tir import interpreter
-from looptune.tune import Postproc, ScheduleRule, TuneContext
+from looptune.tune import Postproc, ScheduleRule, TuneContext, TuneError
 from looptune.tune.search_strategy.replay_trace import sample_from
 from looptune.tune.space_generator import PostOrderApply
 
@@ -157,6 +157,20 @@ def test_a_custom_rule_changes_the_space():
     spaces = ctx.generate_design_space()
     assert len(spaces) == 2 * len(base)
     assert any(kinds(s)["Split"] == 4 for s in spaces)
+
+
+@pytest.mark.parametrize("returned", [None, []])
+def test_a_custom_rule_that_returns_nothing_is_named(returned):
+    @ScheduleRule.registry.register(f"test-returns-{returned!r}")
+    class ReturnsNothing(ScheduleRule):
+        def apply(self, sch, block):
+            return returned if sch.get(block).name == "root" else [sch]
+
+    func = te.create_prim_func(workload("relu", N=1, C=2, H=4, W=6)[0])
+    ctx = TuneContext(func, seed=0, space_generator=PostOrderApply(
+        sch_rules=[f"test-returns-{returned!r}"]))
+    with pytest.raises(TuneError, match=r"ReturnsNothing returned .* for block 'root'.*\[sch\]"):
+        ctx.generate_design_space()
 
 
 def test_a_custom_postproc_can_reject_everything():

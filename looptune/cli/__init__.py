@@ -63,7 +63,7 @@ def parser() -> argparse.ArgumentParser:
                         "trials to 90/95/99%% of the best, the best schedules",
                         description="For every task in a work dir's database: best-so-far "
                         "curves against trials and wall time (one line per run or strategy), "
-                        "a histogram of measured latencies, trials to 90/95/99%% of the best "
+                        "a histogram of measured latencies, trials to 90/95/99% of the best "
                         "and the best schedule as code. Prints a summary; --png and --html "
                         "need matplotlib (pip install 'looptune[plot]').")
     rp.add_argument("work_dir", help="a work dir (or an SQLite database file)")

@@ -171,6 +171,21 @@ def verify(mod, func: PrimFunc, *, seed: int = 0, rtol: float = 1e-3, atol: floa
                for info, a, b in zip(mod.args, want, got) if info.written)
 
 
+def _from_schedule_fn(database, func, target, backend, *, check, num_threads, name):
+    """A database with no record for func may still schedule it (ScheduleFnDatabase, alone
+    or in a union): that schedule, checked like a record's, or None."""
+    sch = database.query_schedule(func, target)
+    if sch is None:
+        return None
+    mod = backend.build(sch, name=name, num_threads=num_threads or target.cores)
+    if check and not verify(mod, func, packed=sch.func.attr(PACKED, ())):
+        raise TuneError(f"{func.name}: the schedule function of {type(database).__name__} "
+                        "computes a wrong result (checked against the unscheduled program)")
+    mod.record = None
+    mod.schedule = sch
+    return mod
+
+
 def compile_tir(database: Database, func: PrimFunc, target="cpu", *, check: bool = True,
                 num_threads: int | None = None, evaluator=None, name: str | None = None):
     """Build func with its best record (checked against the unscheduled program first;
@@ -188,6 +203,10 @@ def compile_tir(database: Database, func: PrimFunc, target="cpu", *, check: bool
     target = Target.create(target)
     backend = Backend.for_target(target)
     if not database.has_workload(func):
+        mod = _from_schedule_fn(database, func, target, backend, check=check,
+                                num_threads=num_threads, name=name)
+        if mod is not None:
+            return mod
         raise NoTuningRecordError(
             f"no tuning record for {func.name} (workload {database.key_of(func)}): it was "
             "never tuned with this database. Tune it first (looptune tune / tune_tir), or "

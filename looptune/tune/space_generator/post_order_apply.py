@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...schedule import Schedule
 from ...tir.functor import collect_realizes
+from ..error import TuneError
 from .base import SpaceGenerator
 
 
@@ -23,7 +24,13 @@ class PostOrderApply(SpaceGenerator):
                     if not sch.has_block(name):  # inlined by an earlier rule
                         nxt.append(sch)
                         continue
-                    nxt.extend(rule.apply(sch, sch.get_block(name)))
+                    got = rule.apply(sch, sch.get_block(name))
+                    if not isinstance(got, (list, tuple)) or not got:
+                        raise TuneError(
+                            f"schedule rule {type(rule).__name__} returned {got!r} for block "
+                            f"{name!r} of {func.name}: a rule returns a non-empty list of "
+                            "schedules (`[sch]` to leave the block as it is)")
+                    nxt.extend(got)
                 schs = nxt
         return schs
 
