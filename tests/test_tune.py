@@ -181,6 +181,27 @@ def test_progress_line_shows_trials_best_failures_and_eta(monkeypatch):
     assert "failed 0" in text and "ETA" in text
 
 
+def test_progress_ends_current_and_paces_its_eta_from_the_first_trial(monkeypatch):
+    from looptune.tune import progress as prog
+    buf = io.StringIO()
+    orig = prog.Progress.__init__
+
+    def init(self, total, max_time_s, **kw):  # every 5 s only: the last batch may not print
+        orig(self, total, max_time_s, stream=buf, interval_s=5.0)
+    monkeypatch.setattr(prog.Progress, "__init__", init)
+    tune_tir(small(), "cpu", database=MemoryDatabase(), max_trials_global=6,
+             num_trials_per_iter=3, seed=0, builder=FakeBuilder(), runner=FakeRunner(),
+             check_correctness=False)
+    lines = [x for x in buf.getvalue().splitlines() if x.startswith("[matmul]")]
+    assert lines[-1].startswith("[matmul] trials 6/6 | best ")
+    clock = iter([100.0, 110.0, 120.0])  # a slow start, then 10 s a trial
+    p = prog.Progress(10, None, stream=io.StringIO())
+    monkeypatch.setattr(p, "elapsed", lambda: next(clock))
+    assert p.eta(1) is None            # one trial: no pace yet (not 100 s x 9)
+    assert p.eta(2) == 10.0 * 8        # 10 s a trial since the first
+    assert p.eta(3) == 10.0 * 7
+
+
 def test_tune_needs_somewhere_to_keep_results():
     with pytest.raises(ValueError, match="pass work_dir="):
         tune_tir(small(), "cpu", max_trials_global=4)

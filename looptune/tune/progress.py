@@ -19,15 +19,22 @@ class Progress:
         self.start = time.time()
         self.last_print = 0.0
         self.width = 0
+        self._first = None  # (elapsed, trials) when the first trial was counted
 
     def elapsed(self) -> float:
         return time.time() - self.start
 
     def eta(self, done: int) -> float | None:
+        """Seconds left: at the pace since the first trial was done (what came before it -
+        design spaces, default schedules, the first compile - is no guide), or by the time
+        limit; None while there is no pace yet."""
         el = self.elapsed()
+        if self._first is None and done:
+            self._first = (el, done)
         candidates = []
-        if self.total and done:
-            candidates.append(el / done * max(0, self.total - done))
+        if self.total and self._first is not None and done > self._first[1]:
+            t0, d0 = self._first
+            candidates.append((el - t0) / (done - d0) * max(0, self.total - done))
         if self.max_time_s:
             candidates.append(max(0.0, self.max_time_s - el))
         return min(candidates) if candidates else None

@@ -97,6 +97,7 @@ class TaskScheduler:
         # (lowering and compiling), "run" (measuring), "database" (commits)
         self.phase_secs = {"search": 0.0, "build": 0.0, "run": 0.0, "database": 0.0}
         self.measured_this_run = 0
+        self._last_task = None
         with self._phase("search"):
             for t in self.tasks:
                 self._prepare(t, database, builder, per_task, num_trials_per_iter,
@@ -133,6 +134,7 @@ class TaskScheduler:
                 for cb in measure_callbacks:
                     cb(task, cands, results)
         finally:
+            self._show_progress(self._last_task, force=True)  # the line ends current
             self.progress.close()
             self.progress.note(f"time spent: {self.phase_summary()}")
             for t in self.tasks:
@@ -394,11 +396,18 @@ class TaskScheduler:
             else:
                 task.failures += 1
             results.append(res)
-            self.progress.update(task=ctx.task_name, done=self.total_trials(),
-                                 best_secs=task.best_secs if math.isfinite(task.best_secs) else None,
-                                 flops=ctx.flops, failures=sum(t.failures for t in self.tasks),
-                                 tasks=self.touched())
+            self._show_progress(task)
         return results
+
+    def _show_progress(self, task, *, force: bool = False) -> None:
+        self._last_task = task
+        if task is None:
+            return
+        self.progress.update(task=task.context.task_name, done=self.total_trials(),
+                             best_secs=task.best_secs if math.isfinite(task.best_secs) else None,
+                             flops=task.context.flops,
+                             failures=sum(t.failures for t in self.tasks),
+                             tasks=self.touched(), force=force)
 
 
 def _nbytes(arg) -> int:
