@@ -5,8 +5,9 @@
     compiled.export("resnet18.lt")       # a directory: model.json + the library it names
     again = looptune.load("resnet18.lt") # in another process, without tuning
 
-Export and load (checked: versions, hashes, ISA) live in export.py. Intermediates live in one arena per loaded library, allocated on the first call: a compiled
-model runs one call at a time (call it from one thread, or load it once per thread).
+Export and load (checked: format version, hashes, ISA) live in export.py. Intermediates live
+in one arena per loaded library, allocated on the first call: a compiled model runs one call
+at a time (call it from one thread, or load it once per thread).
 """
 from __future__ import annotations
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-from contextlib import contextmanager
 from pathlib import Path
 
 from ..error import BuildError
@@ -30,6 +29,10 @@ AGAIN = "export the model again"
 
 def export_model(model: CompiledModel, path) -> Path:
     path = Path(path)
+    if not model.lib_path.is_file():
+        raise ModelError(f"{model.lib_path}, the library of this model, is gone (a later export "
+                         "to its directory replaced it); load or compile the model again, then "
+                         "export it")
     try:
         path.mkdir(parents=True, exist_ok=True)
         with locked(path / LOCK):
@@ -56,7 +59,7 @@ def load(path) -> CompiledModel:
     if not (path / DESC).is_file():
         raise ModelError(f"{path} is not an exported looptune model (it has no {DESC}); write "
                          "one with compiled.export(path)")
-    with _reading(path):
+    with locked(path / LOCK, shared=True):  # no export replaces what is checked and mapped
         desc = read_description(path / DESC)
         lib = path / desc["library"]["file"]
         try:
@@ -151,13 +154,3 @@ def _tensor_problem(t, count) -> str | None:
         ok = False
     return None if ok else f"{t['name']} has dtype {dtype!r}, not a scalar data type"
 
-
-@contextmanager
-def _reading(path: Path):
-    """The export lock, shared: no export replaces the files while they are checked and
-    mapped (where the lock cannot be taken, e.g. a read-only directory, none can export)."""
-    try:
-        with locked(path / LOCK, shared=True):
-            yield
-    except OSError:  # pragma: no cover - locked() goes on unlocked where it cannot lock
-        yield

@@ -44,8 +44,8 @@ def atomic_write(path, data=None, *, copy_of=None) -> Path:
 def locked(path, *, shared: bool = False):
     """Hold an flock on the file `path` (created if needed): exclusive for a writer, shared
     for a reader. The kernel drops it when the process dies, so a killed writer never leaves
-    it held. A reader that may not create the lock file goes on unlocked (where it may not
-    write, no writer of this looptune can either)."""
+    it held. A reader that cannot lock goes on unlocked (where it may not create the lock
+    file, no writer of this looptune can write either)."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     except OSError:
@@ -58,6 +58,11 @@ def locked(path, *, shared: bool = False):
             return
     try:
         fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+    except OSError:  # a file system without locks
+        if not shared:
+            os.close(fd)
+            raise
+    try:
         yield
     finally:
         os.close(fd)  # releases the lock
