@@ -241,8 +241,10 @@ def test_exporting_over_a_model_another_process_runs_leaves_it_running(models, t
     finally:
         holder.kill()
     assert holder.returncode == 0, (holder.returncode, err[-2000:])
-    b.export(path)
+    first = load(path)  # in this process too: a model loaded before an export keeps running,
+    b.export(path)      # and a load after it gets the new model (not the library loaded before)
     np.testing.assert_allclose(load(path)(x), want_b, **TOL)
+    np.testing.assert_allclose(first(x), want_a, **TOL)
 
 
 # exports model a and model b to one path, by turns, until killed
