@@ -23,7 +23,7 @@ from .executor import FORMAT_VERSION, CompiledModel, ModelError, semantic_hash
 
 DESC, LOCK = "model.json", ".lock"
 LIBRARY = re.compile(r"model-[0-9a-f]{16}\.so")
-STALE = re.compile(r"model(-[0-9a-f]{16})?\.so|\..*\.tmp")  # old libraries, killed writes
+STALE = re.compile(r"model(-[0-9a-f]{16})?\.so|\.model[-.].*\.tmp")  # old libraries, killed writes
 AGAIN = "export the model again"
 
 
