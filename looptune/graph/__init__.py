@@ -2,7 +2,8 @@
 from .compile import compile_model
 from .default_schedule import default_schedule
 from .evaluate import evaluate, fold_constants
-from .executor import CompiledModel, ModelError, load
+from .executor import CompiledModel, ModelError
+from .export import load
 from .ir import Graph, GraphBuilder, GraphError, Node, TensorType, Value
 from .fuse import FusedGroup, fuse
 from .op import GRAPH_OPS, GraphOp, get_graph_op

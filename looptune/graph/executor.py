@@ -2,28 +2,43 @@
 
     compiled = looptune.compile_model(graph, database)
     y = compiled(x)                      # numpy in, numpy out
-    compiled.export("resnet18.lt")       # a directory: model.so + model.json
+    compiled.export("resnet18.lt")       # a directory: model.json + the library it names
     again = looptune.load("resnet18.lt") # in another process, without tuning
 
-Intermediates live in one arena per loaded library, allocated on the first call: a compiled
-model runs one call at a time (call it from one thread, or load it once per thread).
+Export and load (checked: format version, hashes, ISA) live in export.py. Intermediates live
+in one arena per loaded library, allocated on the first call: a compiled model runs one call
+at a time (call it from one thread, or load it once per thread).
 """
 from __future__ import annotations
 
+import ctypes
+import hashlib
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 
 from ..runtime.module import ArgInfo, Module
 
-LIB, DESC = "model.so", "model.json"
-FORMAT_VERSION = 2  # of the exported description
+# of the description: 3 added the library's file name and hash, the ISA and the hash of
+# what the library was built for
+FORMAT_VERSION = 3
+# what the library's code depends on: the description's part that its hash covers
+SEMANTIC_KEYS = ("name", "inputs", "outputs", "kernels", "steps", "arena_bytes",
+                 "weights_bytes", "weights_sha256", "isa")
 
 
 class ModelError(ValueError):
     """Inputs that do not fit the model, or an export that cannot be loaded."""
+
+
+def semantic_hash(desc: dict) -> str:
+    """The hash of what a model's library was built for (SEMANTIC_KEYS of its description:
+    shapes, dtypes, kernels, memory, weights, ISA). The library returns it from `lt_model_hash()`, so
+    a description edited after the build, or paired with another model's library, is
+    refused instead of running past the ends of its buffers."""
+    part = {k: desc.get(k) for k in SEMANTIC_KEYS}
+    return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()
 
 
 class CompiledModel:
@@ -36,7 +51,20 @@ class CompiledModel:
                [ArgInfo(n, s, t, True) for n, s, t in self.outputs]
         # a model runs long on small inputs: other threads run meanwhile
         self.module = Module(self.lib_path, "lt_model", args, "", release_gil=True)
+        self._check_library()
         self.set_num_threads(desc.get("num_threads", 0))
+
+    def _check_library(self) -> None:
+        """ModelError unless the library was built for this description (its lt_model_hash)."""
+        fn = getattr(self.module._lib, "lt_model_hash", None)
+        built_for = None
+        if fn is not None:
+            fn.restype, fn.argtypes = ctypes.c_char_p, []
+            built_for = fn().decode()
+        if built_for != semantic_hash(self.desc):
+            raise ModelError(f"{self.lib_path} belongs to another model than its description "
+                             "(the shapes, kernels or memory plan it was built for differ); "
+                             "export the model again")
 
     @property
     def num_threads(self) -> int:
@@ -94,31 +122,17 @@ class CompiledModel:
         return [dict(step, ms=float(t)) for step, t in zip(steps, med)]
 
     def export(self, path) -> Path:
-        """Write the model to directory `path` (model.so, model.json); `looptune.load(path)`
-        runs it later, without tuning or compiling."""
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self.lib_path, path / LIB)
-        (path / DESC).write_text(json.dumps(self.desc, indent=2) + "\n")
-        return path
+        """Write the model to directory `path` (model.json and the library it names);
+        `looptune.load(path)` runs it later, without tuning or compiling. Safe while other
+        processes run or export the model at `path` (export.py)."""
+        from .export import export_model
+        return export_model(self, path)
 
     def __repr__(self) -> str:
-        tuned = sum(t["tuned"] for t in self.desc.get("tasks", []))
+        tuned = sum(bool(t.get("tuned")) for t in self.desc.get("tasks", []))
         return (f"CompiledModel({self.desc.get('name')}: {self.desc['kernels']} kernels, "
                 f"{len(self.desc.get('tasks', []))} tasks ({tuned} tuned), "
                 f"{self.desc['arena_bytes'] / 1e6:.1f} MB arena, "
                 f"{self.desc['weights_bytes'] / 1e6:.1f} MB weights, "
                 f"{self.num_threads} threads)")
 
-
-def load(path) -> CompiledModel:
-    """A model written by CompiledModel.export."""
-    path = Path(path)
-    if not (path / LIB).exists() or not (path / DESC).exists():
-        raise ModelError(f"{path} is not an exported looptune model (it needs {LIB} and "
-                         f"{DESC}); write one with compiled.export(path)")
-    desc = json.loads((path / DESC).read_text())
-    if desc.get("format") != FORMAT_VERSION:
-        raise ModelError(f"{path} has model format {desc.get('format')}, this looptune reads "
-                         f"{FORMAT_VERSION}; export it again")
-    return CompiledModel(path / LIB, desc)

@@ -6,7 +6,7 @@ rendering again (what dominated a warm compile_model: seconds of Python per mode
 The key holds the task's workload key and name (the kernel's symbol), the target, the C
 compiler's version and extra flags, and a fingerprint of looptune's own source code, so a
 change to a rule, a lowering pass or the renderer never reuses a stale kernel. An entry
-whose artifact has gone is a miss.
+whose artifact has gone, or does not hash as compile_shared recorded, is a miss.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .. import env
 from ..backend import Artifact
-from ..runtime.compiler import compiler_version
+from ..runtime.compiler import ARTIFACT_FORMAT, compiler_version, damage, read_meta
 from ..tir.serialize import func_from_json, func_to_json
 
 FORMAT = 1
@@ -54,6 +54,10 @@ def load(task, target):
         artifact = Artifact(**d["artifact"])
         if not Path(artifact.path).exists() or (
                 artifact.object_path and not Path(artifact.object_path).exists()):
+            return None
+        # the library and the object a model links must be whole: else compile again
+        meta = read_meta(artifact.path)
+        if not meta or meta.get("format") != ARTIFACT_FORMAT or damage(artifact.path, ("so", "o")):
             return None
         return func_from_json(d["func"]), artifact
     except (OSError, ValueError, KeyError, TypeError):

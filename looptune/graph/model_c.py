@@ -8,10 +8,12 @@ read-only blob in the library itself. One native call per inference.
 """
 from __future__ import annotations
 
+import hashlib
+
 from ..codegen import c_comment, c_string
 from ..schedule.primitives.layout import PACKED
 from ..tir import dtype as dt
-from .executor import FORMAT_VERSION, CompiledModel
+from .executor import FORMAT_VERSION, CompiledModel, semantic_hash
 from .memory import nbytes
 from .planner import ModelPlan
 
@@ -19,7 +21,11 @@ from .planner import ModelPlan
 def build_cpu_model(plan: ModelPlan, *, num_threads: int | None = None) -> CompiledModel:
     """Link the plan's kernels and runner into a CompiledModel. `num_threads`: the threads
     every kernel uses (default: the records', if they agree, else all cores)."""
-    units = [("lt_model.c", runner_source(plan), []), ("lt_weights.S", WEIGHTS_ASM, [])]
+    desc = {**plan.desc, "format": FORMAT_VERSION, "isa": plan.target.isa(),
+            "weights_sha256": hashlib.sha256(plan.memory.blob).hexdigest()}
+    desc["hash"] = semantic_hash(desc)
+    units = [("lt_model.c", runner_source(plan, desc["hash"]), []),
+             ("lt_weights.S", WEIGHTS_ASM, [])]
     lib = plan.backend.link(units, name=f"model_{plan.graph.name}",
                             objects=[k.artifact.object_path for k in plan.kernels],
                             data_files={"lt_weights.bin": plan.memory.blob})
@@ -27,8 +33,7 @@ def build_cpu_model(plan: ModelPlan, *, num_threads: int | None = None) -> Compi
         known = {k.record.measure.get("num_threads") for k in plan.kernels if k.record}
         known.discard(None)
         num_threads = known.pop() if len(known) == 1 else plan.target.cores
-    desc = {**plan.desc, "format": FORMAT_VERSION, "num_threads": int(num_threads)}
-    return CompiledModel(lib, desc)
+    return CompiledModel(lib, {**desc, "num_threads": int(num_threads)})
 
 
 WEIGHTS_ASM = """    .section .rodata
@@ -42,9 +47,10 @@ lt_model_weights:
 """
 
 
-def runner_source(plan: ModelPlan) -> str:
+def runner_source(plan: ModelPlan, desc_hash: str = "") -> str:
     """The C of the runner: `lt_model_packed(args)` calls the kernels in order on the
-    caller's arrays, the arena and the weights; `lt_model_profile` times each call."""
+    caller's arrays, the arena and the weights; `lt_model_profile` times each call;
+    `lt_model_hash()` returns `desc_hash` (executor.semantic_hash of what it was built for)."""
     graph, mem = plan.graph, plan.memory
     n_in = len(graph.inputs)
     steps, out_slots, in_slot, copies = mem.steps, mem.out_slots, mem.in_slot, mem.copies
@@ -97,6 +103,8 @@ def runner_source(plan: ModelPlan) -> str:
         "#include <stdint.h>", "#include <stdlib.h>", "#include <string.h>",
         "#include <time.h>",
         "extern const char lt_model_weights[];",
+        "// what this library was built for: loading checks it against the description",
+        f'const char* lt_model_hash(void) {{ return "{desc_hash}"; }}',
         *protos,
         f"static char* lt_arena = 0;  // {arena_bytes} bytes of intermediates",
         "void lt_set_num_threads(int n) {", *setters, "}",

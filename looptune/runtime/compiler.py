@@ -1,7 +1,8 @@
 """The system C compiler: compile source into an object and link it into a shared library,
-cached by a hash of source, flags, compiler version and the ISA built for (written beside the
-library, where loading checks it), written atomically so concurrent builds never see half a
-file."""
+cached by a hash of source, flags, compiler version and the ISA built for. Beside each library
+a description (`<stem>.json`) holds that ISA and the hashes of the library and its object,
+which loading checks; every file is written atomically and one process at a time builds a
+key (an flock), so concurrent builds never see half a file."""
 from __future__ import annotations
 
 import hashlib
@@ -10,11 +11,13 @@ import os
 import signal
 import subprocess
 import tempfile
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
 from .. import env
 from ..error import BuildError
+from .files import atomic_write, locked, sha256_file
 
 CFLAGS = (
     "-O3",                   # full optimization, including the loop vectorizer
@@ -74,19 +77,25 @@ def compile_shared(source: str, *, name: str = "kernel", flags=None, cc: str | N
     so_path, meta_path = cache / f"{stem}.so", cache / f"{stem}.json"
     meta = {"format": ARTIFACT_FORMAT, "isa": isa, "compiler": compiler_version(cc),
             "flags": compile_flags, "key": key}
-    if so_path.exists() and object_of(so_path).exists() and read_meta(so_path) == meta:
+    if _is_built(so_path, meta, ("so", "o")):
         return so_path
-    src_path = cache / f"{stem}.c"
-    _atomic_write(src_path, source)
-    obj = object_of(so_path)
-    _write_atomically(obj, ".o", lambda tmp: _run_cc(
-        [cc, *compile_flags, "-c", str(src_path), "-o", tmp], str(src_path), timeout))
-    _atomic_write(meta_path, json.dumps(meta, indent=1))
-    return _link_atomically(so_path, lambda tmp: _run_cc(
-        [cc, *_link_flags(flags), str(obj), "-o", tmp, "-lm"], f"linking {obj}", timeout))
+    # one process builds a key at a time; the others wait, then find it built
+    with _lock(cache / f"{stem}.lock"):
+        if _is_built(so_path, meta, ("so", "o")):
+            return so_path
+        src_path = cache / f"{stem}.c"
+        _atomic_write(src_path, source)
+        obj = object_of(so_path)
+        _write_atomically(obj, ".o", lambda tmp: _run_cc(
+            [cc, *compile_flags, "-c", str(src_path), "-o", tmp], str(src_path), timeout))
+        _link_atomically(so_path, lambda tmp: _run_cc(
+            [cc, *_link_flags(flags), str(obj), "-o", tmp, "-lm"], f"linking {obj}", timeout))
+        # written last: a description says the parts beside it are whole
+        _atomic_write(meta_path, json.dumps(_sealed(meta, so_path, ("so", "o")), indent=1))
+    return so_path
 
 
-ARTIFACT_FORMAT = 2  # of the JSON beside a cached library: 2 added "isa"
+ARTIFACT_FORMAT = 3  # of the JSON beside a cached library: 2 added "isa", 3 "parts"
 
 
 def object_of(so_path) -> Path:
@@ -101,6 +110,50 @@ def read_meta(so_path) -> dict | None:
         return json.loads(Path(so_path).with_suffix(".json").read_text())
     except (OSError, ValueError):
         return None
+
+
+def damage(so_path, parts=("so",)) -> str | None:
+    """What is wrong with the files of a cached library: one of `parts` (the library "so",
+    the object it was linked from "o") unreadable or not hashing as the description beside
+    it says (a truncated or replaced file); None if they are whole or nothing describes them."""
+    so_path = Path(so_path)
+    sums = (read_meta(so_path) or {}).get("parts") or {}
+    for part in parts:
+        if part not in sums:
+            continue
+        path = so_path.with_suffix(f".{part}")
+        try:
+            if sha256_file(path) != sums[part]:
+                return (f"{path.name} does not match the hash in {so_path.stem}.json "
+                        "(truncated, or replaced by another build)")
+        except OSError as e:
+            return f"{path.name} cannot be read ({e.strerror or e})"
+    return None
+
+
+def _sealed(meta: dict, so_path: Path, parts) -> dict:
+    """`meta` with the hashes of the library's parts."""
+    return {**meta, "parts": {p: sha256_file(so_path.with_suffix(f".{p}")) for p in parts}}
+
+
+def _is_built(so_path: Path, meta: dict, parts) -> bool:
+    """Whether the cache holds the library `meta` describes, whole."""
+    if not so_path.exists():
+        return False
+    have = read_meta(so_path)
+    if have is None or {k: v for k, v in have.items() if k != "parts"} != meta:
+        return False
+    return set(parts) <= set(have.get("parts") or ()) and damage(so_path, parts) is None
+
+
+@contextmanager
+def _lock(path: Path):
+    try:
+        with locked(path):
+            yield
+    except OSError as e:
+        raise BuildError(f"cannot lock {path} ({e.strerror or e}); set LOOPTUNE_CACHE_DIR to a "
+                         "directory this process can write") from None
 
 
 def _key(source: str, flags: list, cc: str, isa: dict | None) -> str:
@@ -203,16 +256,10 @@ def _cache_dir(sub: str) -> Path:
     return d
 
 
-def _atomic_write(path: Path, text: str):
-    tmp = None
+def _atomic_write(path: Path, text):
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        atomic_write(path, text)
     except OSError as e:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
         raise BuildError(f"cannot write {path} ({e.strerror or e}); set LOOPTUNE_CACHE_DIR to "
                          "a directory this process can write (with free space)") from None
 
@@ -244,24 +291,32 @@ def compile_library(units: list, *, name: str = "library", timeout: float | None
     key = h.hexdigest()
     out_dir = _cache_dir("libraries") / f"{_file_name(name)}_{key[:20]}"
     so_path = out_dir / f"{_file_name(name)}.so"
-    if so_path.exists():
+    meta = {"format": ARTIFACT_FORMAT, "isa": isa, "key": key}
+    if _is_built(so_path, meta, ("so",)):
         return so_path
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for fname, data in (data_files or {}).items():
-        (out_dir / fname).write_bytes(data)
+    # one process builds a key at a time (they would write the same sources and objects)
+    with _lock(out_dir.with_suffix(".lock")):
+        if _is_built(so_path, meta, ("so",)):
+            return so_path
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for fname, data in (data_files or {}).items():
+            _atomic_write(out_dir / fname, data)
 
-    def compile_one(unit):
-        fname, text, extra = unit
-        src = out_dir / fname
-        _atomic_write(src, text)
-        obj = src.with_suffix(".o")
-        _run_cc([cc, *compile_flags, *extra, "-c", str(src), "-o", str(obj)], str(src),
-                timeout, cwd=str(out_dir))
-        return str(obj)
+        def compile_one(unit):
+            fname, text, extra = unit
+            src = out_dir / fname
+            _atomic_write(src, text)
+            obj = src.with_suffix(".o")
+            _run_cc([cc, *compile_flags, *extra, "-c", str(src), "-o", str(obj)], str(src),
+                    timeout, cwd=str(out_dir))
+            return str(obj)
 
-    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-        compiled = list(pool.map(compile_one, units))
-    every = [*compiled, *(str(o) for o in objects)]
-    return _link_atomically(so_path, lambda tmp: _run_cc(
-        [cc, *_link_flags(flags), *every, "-o", tmp, "-lm"], f"linking {name} in {out_dir}",
-        timeout))
+        with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+            compiled = list(pool.map(compile_one, units))
+        every = [*compiled, *(str(o) for o in objects)]
+        _link_atomically(so_path, lambda tmp: _run_cc(
+            [cc, *_link_flags(flags), *every, "-o", tmp, "-lm"], f"linking {name} in {out_dir}",
+            timeout))
+        _atomic_write(so_path.with_suffix(".json"),
+                      json.dumps(_sealed(meta, so_path, ("so",)), indent=1))
+    return so_path

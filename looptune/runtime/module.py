@@ -14,7 +14,7 @@ from ..error import INDEX_ERROR_STATUS, BuildError, IndexRangeError, RunError
 from ..target import host
 from ..tir import dtype as dt
 from .call import MISMATCH, fast_call, install_c_method
-from .compiler import read_meta
+from .compiler import damage, read_meta
 from .ndarray import Placer, rotated_offsets
 from .timer import calibrate, timer_lib
 
@@ -69,9 +69,13 @@ class ArgInfo:
 
 
 def check_runs_here(lib_path) -> None:
-    """BuildError unless this machine has the ISA the library was built for (what
-    compile_shared wrote beside it): code for an ISA the CPU lacks would die on an illegal
-    instruction, or worse, in the middle of a run."""
+    """BuildError unless the library is whole and this machine has the ISA it was built for
+    (what compile_shared wrote beside it): a truncated library dies on SIGBUS, and code for
+    an ISA the CPU lacks on an illegal instruction, or worse, in the middle of a run."""
+    problem = damage(lib_path)
+    if problem:
+        raise BuildError(f"{lib_path}: {problem}; it is not loaded. Build it again (a cached "
+                         "kernel is rebuilt by its next compile)")
     isa = (read_meta(lib_path) or {}).get("isa")
     if not isa:
         return
