@@ -1,10 +1,11 @@
 """The CPU model code: a generated C runner linked, with every kernel's object as it was
 compiled (and verified) and the weights embedded (`.incbin`), into one shared library.
 
-The library's entry point `lt_model_packed(void** args)` takes the model's inputs then its
-outputs and calls the kernels in order: graph inputs and outputs are the caller's arrays,
-intermediates live in one arena laid out by the static memory plan (memory.py), weights in a
-read-only blob in the library itself. One native call per inference.
+The library's entry point `lt_model_packed(void** args)` takes the model's inputs, its
+outputs, then the arena, and calls the kernels in order: graph inputs and outputs are the
+caller's arrays, intermediates live in the arena laid out by the static memory plan
+(memory.py), weights in a read-only blob in the library itself. One native call per
+inference; the library keeps no state of its own, so calls on several arenas run at once.
 """
 from __future__ import annotations
 
@@ -44,9 +45,11 @@ lt_model_weights:
 
 def runner_source(plan: ModelPlan) -> str:
     """The C of the runner: `lt_model_packed(args)` calls the kernels in order on the
-    caller's arrays, the arena and the weights; `lt_model_profile` times each call."""
+    caller's arrays, the caller's arena (the last argument) and the weights;
+    `lt_model_profile` times each call."""
     graph, mem = plan.graph, plan.memory
     n_in = len(graph.inputs)
+    arena_slot = n_in + len(graph.outputs)
     steps, out_slots, in_slot, copies = mem.steps, mem.out_slots, mem.in_slot, mem.copies
     arena, arena_bytes, woff = mem.arena, mem.arena_bytes, mem.weight_offsets
 
@@ -85,11 +88,10 @@ def runner_source(plan: ModelPlan) -> str:
         "#include <time.h>",
         "extern const char lt_model_weights[];",
         *protos,
-        f"static char* lt_arena = 0;  // {arena_bytes} bytes of intermediates",
         "void lt_set_num_threads(int n) {", *setters, "}",
         "int32_t lt_model_packed(void** args) {",
         "  int32_t rc = 0;",
-        f"  if (!lt_arena && !(lt_arena = aligned_alloc(64, {max(arena_bytes, 64)}))) return -1;",
+        f"  char* lt_arena = (char*)args[{arena_slot}];  // the caller's: {arena_bytes} bytes",
         *calls,
         "  return rc;",
         "}",
@@ -100,7 +102,7 @@ def runner_source(plan: ModelPlan) -> str:
         "// The same calls, each kernel's milliseconds written to ms[i] (CompiledModel.profile).",
         "int32_t lt_model_profile(void** args, double* ms) {",
         "  int32_t rc = 0; double t0;",
-        f"  if (!lt_arena && !(lt_arena = aligned_alloc(64, {max(arena_bytes, 64)}))) return -1;",
+        f"  char* lt_arena = (char*)args[{arena_slot}];",
         *timed,
         *calls[len(timed):],
         "  return rc;",
