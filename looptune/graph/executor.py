@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..runtime.limits import memory_problem
 from ..runtime.module import ArgInfo, Module
 from ..runtime.ndarray import empty
 
@@ -30,12 +31,17 @@ class ModelError(ValueError):
 
 
 class CompiledModel:
-    def __init__(self, lib_path, desc: dict):
+    def __init__(self, lib_path, desc: dict, *, threads_from: str = "the model's description"):
+        """`threads_from`: where desc["num_threads"] came from (for its messages)."""
         self.lib_path = Path(lib_path)
         self.desc = desc
         self.inputs = [(d["name"], tuple(d["shape"]), d["dtype"]) for d in desc["inputs"]]
         self.outputs = [(d["name"], tuple(d["shape"]), d["dtype"]) for d in desc["outputs"]]
         self.arena_bytes = max(int(desc["arena_bytes"]), 64)
+        problem = memory_problem(f"the model {desc.get('name')}", self.inputs + self.outputs,
+                                 extra=[("the arena of intermediates", self.arena_bytes)])
+        if problem:  # (its weights are in the library, loaded below)
+            raise ModelError(problem)
         args = [ArgInfo(n, s, t, False) for n, s, t in self.inputs] + \
                [ArgInfo(n, s, t, True) for n, s, t in self.outputs] + \
                [ArgInfo("arena", (self.arena_bytes,), "uint8", True)]
@@ -44,14 +50,15 @@ class CompiledModel:
         self._free_arenas: list = []  # arenas no call is using (list.pop/append are atomic)
         self._arena_count = 0
         self._arena_lock = threading.Lock()
-        self.set_num_threads(desc.get("num_threads", 0))
+        if desc.get("num_threads") is not None:
+            self.module.set_num_threads(desc["num_threads"], source=threads_from)
 
     @property
     def num_threads(self) -> int:
         return self.module.num_threads
 
     def set_num_threads(self, n: int) -> None:
-        self.module.set_num_threads(int(n))
+        self.module.set_num_threads(n, source="CompiledModel.set_num_threads")
 
     def _input(self, i: int, x) -> np.ndarray:
         name, shape, dtype = self.inputs[i]
@@ -152,4 +159,4 @@ def load(path) -> CompiledModel:
     if desc.get("format") != FORMAT_VERSION:
         raise ModelError(f"{path} has model format {desc.get('format')}, this looptune reads "
                          f"{FORMAT_VERSION}; export it again")
-    return CompiledModel(path / LIB, desc)
+    return CompiledModel(path / LIB, desc, threads_from=str(path / DESC))

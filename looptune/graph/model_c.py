@@ -24,12 +24,16 @@ def build_cpu_model(plan: ModelPlan, *, num_threads: int | None = None) -> Compi
     lib = plan.backend.link(units, name=f"model_{plan.graph.name}",
                             objects=[k.artifact.object_path for k in plan.kernels],
                             data_files={"lt_weights.bin": plan.memory.blob})
+    source = "the num_threads argument"
     if num_threads is None:
         known = {k.record.measure.get("num_threads") for k in plan.kernels if k.record}
         known.discard(None)
+        source = "the kernels' tuning records" if len(known) == 1 else "the target's cores"
         num_threads = known.pop() if len(known) == 1 else plan.target.cores
-    desc = {**plan.desc, "format": FORMAT_VERSION, "num_threads": int(num_threads)}
-    return CompiledModel(lib, desc)
+    model = CompiledModel(lib, {**plan.desc, "format": FORMAT_VERSION,
+                                "num_threads": num_threads}, threads_from=source)
+    model.desc["num_threads"] = model.num_threads  # as checked (and clamped) for this machine
+    return model
 
 
 WEIGHTS_ASM = """    .section .rodata
