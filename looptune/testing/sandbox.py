@@ -20,7 +20,7 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from ..runtime.child import start_child, stop_child
+from ..runtime.child import kill_child, start_child, stop_child
 
 _BOOT = ("import sys; from looptune.testing.sandbox import serve; "
          "serve(int(sys.argv[1]), int(sys.argv[2]))")
@@ -130,7 +130,7 @@ class _Child:
 
     def stop(self, *, kill: bool = False) -> None:
         if kill and self.proc.poll() is None:
-            self.proc.kill()
+            kill_child(self.proc)
         self._finalizer()
 
 
