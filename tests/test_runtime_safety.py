@@ -305,11 +305,17 @@ sleep {mark}
     return cc
 
 
-def start_compile(slow_cc, tmp_path, mark) -> subprocess.Popen:
+COMPILES = {  # one compile in the calling thread; two units of a library in other threads
+    "shared": "from looptune.runtime import compile_shared as c; c('int f(void) { return 1; }')",
+    "library": "from looptune.runtime.compiler import compile_library as c; "
+               "c([('a.c', 'int a(void) { return 1; }', []), ('b.c', 'int b(void) { return 2; }', [])])",
+}
+
+
+def start_compile(slow_cc, tmp_path, mark, what="shared") -> subprocess.Popen:
     code = (f"import os; os.environ['CC'] = {str(slow_cc)!r}; "
             f"os.environ['LOOPTUNE_CACHE_DIR'] = {str(tmp_path / 'cache')!r}; "
-            "from looptune.runtime import compile_shared; "
-            f"compile_shared('int f(void) {{ return 1; }} // {mark}', name='slow')")
+            f"{COMPILES[what]}  # {mark}")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     parent = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE,
                               text=True, start_new_session=True)
@@ -318,11 +324,13 @@ def start_compile(slow_cc, tmp_path, mark) -> subprocess.Popen:
     return parent
 
 
-@pytest.mark.parametrize("how", ["SIGKILL", "SIGINT"])
-def test_a_compile_dies_with_its_parent(slow_cc, tmp_path, mark, how):
+@pytest.mark.parametrize("how,what", [("SIGKILL", "shared"), ("SIGINT", "shared"),
+                                      ("SIGKILL", "library"), ("SIGINT", "library")])
+def test_a_compile_dies_with_its_parent(slow_cc, tmp_path, mark, how, what):
     """SIGKILL: PR_SET_PDEATHSIG kills the driver, the reaper its group (the driver's child);
-    SIGINT (Ctrl-C): the parent kills the group before KeyboardInterrupt leaves it."""
-    parent = start_compile(slow_cc, tmp_path, mark)
+    SIGINT (Ctrl-C): the parent kills the groups (of other threads' compiles too) before
+    KeyboardInterrupt leaves it."""
+    parent = start_compile(slow_cc, tmp_path, mark, what)
     parent.send_signal(getattr(signal, how))
     _, err = parent.communicate(timeout=30)
     assert parent.returncode != 0

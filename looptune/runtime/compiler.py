@@ -255,7 +255,11 @@ def compile_library(units: list, *, name: str = "library", timeout: float | None
         return str(obj)
 
     with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-        compiled = list(pool.map(compile_one, units))
+        try:
+            compiled = list(pool.map(compile_one, units))
+        except KeyboardInterrupt:  # the other units' compilers die too
+            process.kill_transient()
+            raise
     every = [*compiled, *(str(o) for o in objects)]
     return _link_atomically(so_path, lambda tmp: _run_cc(
         [cc, *_link_flags(flags), *every, "-o", tmp, "-lm"], f"linking {name} in {out_dir}",

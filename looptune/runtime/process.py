@@ -9,8 +9,12 @@ the OOM killer), two things take the group down with it:
   ends: a child that outlives the call starting it (`lasting`) gets it only when started from
   the main thread;
 - the reaper: one small process per parent (`python -I -S`, in its own session) that reads
-  the process groups to kill from a pipe whose writing end only the parent holds; when the
-  parent dies the pipe closes, and the reaper kills every group still registered.
+  the process groups to kill from a pipe whose writing end only the parent holds (each child
+  registers its own group there before its command runs, the parent unregisters it once
+  reaped); when the parent dies the pipe closes, and the reaper kills every group still
+  registered.
+Starting a child through Python (preexec_fn) rules out vfork: a fork of a large parent costs
+milliseconds, next to a compile's tenths of a second.
 """
 from __future__ import annotations
 
@@ -48,24 +52,30 @@ for g in groups:
 """
 
 _lock = threading.Lock()
+_transient: dict = {}  # pid -> Popen: children that end within the call starting them
 _reaper = None  # (pid of this process, pid of its reaper, the pipe's writing end)
 
 
-def _tell_reaper(line: bytes) -> None:
-    """Send the reaper `+pgid` or `-pgid`, starting it first if this process has none (a fork
-    starts its own). Best effort: without a reaper, PR_SET_PDEATHSIG and the timeouts still
-    stop the children."""
+def _reaper_fd() -> int | None:
+    """The writing end of this process's reaper pipe, starting the reaper first if this
+    process has none (a fork starts its own, a killed one is replaced); None if it cannot
+    start. Best effort: without a reaper, PR_SET_PDEATHSIG and the timeouts still stop the
+    children."""
     global _reaper
     with _lock:
+        if _reaper is not None and _reaper[0] == os.getpid():
+            try:
+                if os.waitpid(_reaper[1], os.WNOHANG) == (0, 0):
+                    return _reaper[2]
+            except ChildProcessError:  # reaped by someone else's waitpid(-1)
+                pass
+            os.close(_reaper[2])  # it was killed
         try:
-            if _reaper is None or _reaper[0] != os.getpid():
-                _reaper = _start_reaper()
-            os.write(_reaper[2], line + b"\n")
-        except OSError:  # it was killed: the next line starts another
-            if _reaper is not None and _reaper[0] == os.getpid():
-                os.close(_reaper[2])
-                os.waitpid(_reaper[1], os.WNOHANG)
+            _reaper = _start_reaper()
+        except OSError:
             _reaper = None
+            return None
+        return _reaper[2]
 
 
 def _start_reaper() -> tuple:
@@ -84,13 +94,21 @@ def _start_reaper() -> tuple:
     return os.getpid(), pid, write
 
 
-def _die_with_parent(parent: int):
-    """The preexec_fn of a child: SIGKILL when the parent's starting thread ends (and at
-    once if the parent is already gone)."""
+def _in_child(parent: int, pdeathsig: bool, reaper: int | None):
+    """The preexec_fn of a child, run after setsid and before exec: SIGKILL when the parent's
+    starting thread ends (at once if the parent is already gone); its group registered with
+    the reaper before the command runs (one write, atomic, and no lock: another thread of
+    the parent may have held it at the fork)."""
     def preexec():
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:
-            os.kill(os.getpid(), signal.SIGKILL)
+        if pdeathsig:
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:
+                os.kill(os.getpid(), signal.SIGKILL)
+        if reaper is not None:
+            try:
+                os.write(reaper, b"+%d\n" % os.getpid())
+            except OSError:
+                pass
     return preexec
 
 
@@ -101,9 +119,10 @@ def popen(cmd: list, *, lasting: bool = False, **kwargs) -> subprocess.Popen:
     pdeathsig = _prctl is not None and (
         not lasting or threading.current_thread() is threading.main_thread())
     proc = subprocess.Popen(cmd, start_new_session=True,
-                            preexec_fn=_die_with_parent(os.getpid()) if pdeathsig else None,
+                            preexec_fn=_in_child(os.getpid(), pdeathsig, _reaper_fd()),
                             **kwargs)
-    _tell_reaper(b"+%d" % proc.pid)
+    if not lasting:
+        _transient[proc.pid] = proc
     return proc
 
 
@@ -119,7 +138,24 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 def release(proc: subprocess.Popen) -> None:
     """Forget the group of a `popen` child that has exited (its id may be reused)."""
-    _tell_reaper(b"-%d" % proc.pid)
+    _transient.pop(proc.pid, None)
+    fd = _reaper_fd()
+    if fd is not None:
+        try:
+            os.write(fd, b"-%d\n" % proc.pid)
+        except OSError:
+            pass
+
+
+def kill_transient() -> None:
+    """SIGKILL the group of every child started by `popen` (not `lasting`) still running: on
+    Ctrl-C, which reaches the main thread only, what other threads compile dies too (each of
+    those threads then reaps its own child and reports it killed)."""
+    for pid in list(_transient):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def run(cmd: list, *, timeout: float | None = None, cwd=None) -> subprocess.CompletedProcess:
