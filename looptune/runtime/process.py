@@ -82,10 +82,12 @@ def _start_reaper() -> tuple:
     """(our pid, the reaper's, the writing end of its pipe): spawned without a Popen, which
     would warn at exit that it still runs, as it does until we are gone."""
     read, write = os.pipe()  # neither end is inherited by other children
+    # stdout and stderr to /dev/null: a caller reading ours to the end must not wait for it
+    quiet = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_WRONLY, 0) for fd in (1, 2)]
     try:
         pid = os.posix_spawn(sys.executable, [sys.executable, "-I", "-S", "-c", _REAPER],
-                             os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, read, 0)],
-                             setsid=True)
+                             os.environ, setsid=True,
+                             file_actions=[(os.POSIX_SPAWN_DUP2, read, 0), *quiet])
     except OSError:
         os.close(write)
         raise
