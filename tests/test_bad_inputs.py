@@ -614,7 +614,7 @@ CASES = [
          ("not valid JSON", "Target.to_json"),
          lambda env: lt.build(add_func(), target='{"kind": cpu}')),
     Case("build-bad-thread-count", "build", "lt.build(func, num_threads=-1)", RunError,
-         ("thread count", ">= 0", "-1"),
+         ("thread count", ">= 1", "-1"),
          lambda env: lt.build(add_func(), num_threads=-1), needs="cc"),
 
     # calling a kernel

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from ..error import BuildError
 from ..registry import Registry
+from ..runtime.limits import memory_problem
 from ..runtime.module import ArgInfo
 from ..schedule import Schedule
 from ..target import Target
@@ -54,6 +55,14 @@ def written_params(func: PrimFunc) -> set:
             out.add(n.buffer)
     visit(func.body, fn)
     return out
+
+
+def check_fits(func: PrimFunc) -> None:
+    """BuildError if the buffers of `func` cannot exist (a size beyond int64) or cannot all
+    fit in this machine's memory at once (runtime.limits)."""
+    problem = memory_problem(f"the kernel {func.name}", [(b.name, b.shape, b.dtype) for b in func.params])
+    if problem:
+        raise BuildError(problem)
 
 
 def args_info(func: PrimFunc) -> tuple:
@@ -154,13 +163,17 @@ class Backend:
         return self.render(func, self.lower(func, loops=loops), meta=meta)
 
     def build(self, sch_or_func, *, name: str | None = None, num_threads: int | None = None,
-              flags=None, timeout: float | None = None):
-        """Lower, render, compile (cached) and load."""
+              flags=None, timeout: float | None = None,
+              threads_from: str = "the num_threads argument"):
+        """Lower, render, compile (cached) and load; `threads_from` says where num_threads
+        came from (for the messages of Module.set_num_threads). Buffers that cannot fit in
+        this machine's memory are refused first (BuildError)."""
+        check_fits(unpack(sch_or_func)[0])
         source = self.generate(sch_or_func, name=name)
         artifact = self.compile(source, flags=flags, timeout=timeout)
         mod = self.load(artifact, args_info(source.func), source=source.text)
         if num_threads is not None:
-            mod.set_num_threads(num_threads)
+            mod.set_num_threads(num_threads, source=threads_from)
         return mod
 
     def __repr__(self) -> str:

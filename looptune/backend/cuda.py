@@ -82,7 +82,8 @@ class CUDABackend(Backend):
         mod.artifact = artifact
         return mod
 
-    def build(self, sch_or_func, *, name=None, num_threads=None, flags=None, timeout=None):
+    def build(self, sch_or_func, *, name=None, num_threads=None, flags=None, timeout=None,
+              threads_from=None):
         """As Backend.build; `num_threads` is ignored (a GPU launch says its threads), and a
         missing GPU is reported before anything is compiled (after lowering)."""
         t0 = time.perf_counter()

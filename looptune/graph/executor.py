@@ -6,22 +6,26 @@
     again = looptune.load("resnet18.lt") # in another process, without tuning
 
 Export and load (checked: format version, hashes, ISA) live in export.py. Intermediates live
-in one arena per loaded library, allocated on the first call: a compiled model runs one call
-at a time (call it from one thread, or load it once per thread).
+in an arena the call passes to the library, taken from the model's pool of free arenas (a new
+one when every arena is in use): several threads may call one compiled model at once, each on
+its own arena, and the native call runs without the GIL.
 """
 from __future__ import annotations
 
 import ctypes
 import hashlib
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
 
+from ..runtime.limits import memory_problem
 from ..runtime.module import ArgInfo, Module
+from ..runtime.ndarray import empty
 
 # of the description: 3 added the library's file name and hash, the ISA and the hash of
-# what the library was built for
+# what the library was built for, and the runner takes the arena as its last argument
 FORMAT_VERSION = 3
 # what the library's code depends on: the description's part that its hash covers
 SEMANTIC_KEYS = ("name", "inputs", "outputs", "kernels", "steps", "arena_bytes",
@@ -42,17 +46,28 @@ def semantic_hash(desc: dict) -> str:
 
 
 class CompiledModel:
-    def __init__(self, lib_path, desc: dict):
+    def __init__(self, lib_path, desc: dict, *, threads_from: str = "the model's description"):
+        """`threads_from`: where desc["num_threads"] came from (for its messages)."""
         self.lib_path = Path(lib_path)
         self.desc = desc
         self.inputs = [(d["name"], tuple(d["shape"]), d["dtype"]) for d in desc["inputs"]]
         self.outputs = [(d["name"], tuple(d["shape"]), d["dtype"]) for d in desc["outputs"]]
+        self.arena_bytes = max(int(desc["arena_bytes"]), 64)
+        problem = memory_problem(f"the model {desc.get('name')}", self.inputs + self.outputs,
+                                 extra=[("the arena of intermediates", self.arena_bytes)])
+        if problem:  # (its weights are in the library, loaded below)
+            raise ModelError(problem)
         args = [ArgInfo(n, s, t, False) for n, s, t in self.inputs] + \
-               [ArgInfo(n, s, t, True) for n, s, t in self.outputs]
+               [ArgInfo(n, s, t, True) for n, s, t in self.outputs] + \
+               [ArgInfo("arena", (self.arena_bytes,), "uint8", True)]
         # a model runs long on small inputs: other threads run meanwhile
         self.module = Module(self.lib_path, "lt_model", args, "", release_gil=True)
         self._check_library()
-        self.set_num_threads(desc.get("num_threads", 0))
+        self._free_arenas: list = []  # arenas no call is using (list.pop/append are atomic)
+        self._arena_count = 0
+        self._arena_lock = threading.Lock()
+        if desc.get("num_threads") is not None:
+            self.module.set_num_threads(desc["num_threads"], source=threads_from)
 
     def _check_library(self) -> None:
         """ModelError unless the library was built for this description (its lt_model_hash)."""
@@ -71,7 +86,7 @@ class CompiledModel:
         return self.module.num_threads
 
     def set_num_threads(self, n: int) -> None:
-        self.module.set_num_threads(int(n))
+        self.module.set_num_threads(n, source="CompiledModel.set_num_threads")
 
     def _input(self, i: int, x) -> np.ndarray:
         name, shape, dtype = self.inputs[i]
@@ -93,12 +108,31 @@ class CompiledModel:
                              f"{len(inputs)}")
         args = [self._input(i, x) for i, x in enumerate(inputs)]
         outs = [np.empty(s, t) for _, s, t in self.outputs]
-        self.module(*args, *outs)
+        self.run_into(args, outs)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def run_into(self, inputs, outputs) -> None:
-        """Run with caller-owned arrays (exact shapes and dtypes): no allocation."""
-        self.module(*inputs, *outputs)
+        """Run with caller-owned arrays (exact shapes and dtypes): no allocation once as many
+        arenas exist as calls run at once."""
+        arena = self._take_arena()
+        try:
+            self.module(*inputs, *outputs, arena)
+        finally:
+            self._free_arenas.append(arena)
+
+    @property
+    def arenas(self) -> int:
+        """How many arenas this model has made: the most calls that have run at once."""
+        return self._arena_count
+
+    def _take_arena(self) -> np.ndarray:
+        """A free arena, or a new one (64-byte aligned, as the memory plan lays it out)."""
+        try:
+            return self._free_arenas.pop()
+        except IndexError:
+            with self._arena_lock:
+                self._arena_count += 1
+            return empty((self.arena_bytes,), "uint8")
 
     def profile(self, *inputs, repeat: int = 10) -> list[dict]:
         """Each kernel's time inside the running model (median of `repeat` runs after one
@@ -109,15 +143,19 @@ class CompiledModel:
         if len(args) != len(self.inputs):
             raise ModelError(f"the model takes {len(self.inputs)} inputs, got {len(args)}")
         outs = [np.empty(s, t) for _, s, t in self.outputs]
-        ptrs = self.module._pack(args + outs)
+        arena = self._take_arena()
+        ptrs = self.module._pack(args + outs + [arena])
         fn = self.module._lib.lt_model_profile
         fn.restype, fn.argtypes = ctypes.c_int32, [ctypes.c_void_p, ctypes.c_void_p]
         steps = self.desc["steps"]
         ms = np.zeros((repeat + 1, len(steps)))
-        for r in range(repeat + 1):
-            rc = fn(ptrs, ms[r].ctypes.data)
-            if rc != 0:
-                raise ModelError(f"the model failed with status {rc}")
+        try:
+            for r in range(repeat + 1):
+                rc = fn(ptrs, ms[r].ctypes.data)
+                if rc != 0:
+                    raise ModelError(f"the model failed with status {rc}")
+        finally:
+            self._free_arenas.append(arena)
         med = np.median(ms[1:], axis=0)
         return [dict(step, ms=float(t)) for step, t in zip(steps, med)]
 

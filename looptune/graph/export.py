@@ -71,7 +71,7 @@ def load(path) -> CompiledModel:
             raise ModelError(f"{lib} does not match the hash in {path / DESC} (truncated, or "
                              f"from another model or export); {AGAIN}")
         try:
-            return CompiledModel(lib, desc)
+            return CompiledModel(lib, desc, threads_from=str(path / DESC))
         except (OSError, AttributeError, BuildError) as e:
             raise ModelError(f"{lib} cannot be loaded as a looptune model ({e}); {AGAIN}") \
                 from None

@@ -7,11 +7,14 @@ kernel that reads it. Intermediates whose lives do not overlap share bytes of on
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
+from ..runtime.limits import memory_problem, tensor_bytes
 from ..runtime.ndarray import pack_last_axis
 from ..schedule.primitives.layout import PACKED
+from .executor import ModelError
 
 ALIGN = 64
 
@@ -21,7 +24,30 @@ def _aligned(n: int) -> int:
 
 
 def nbytes(v) -> int:
-    return int(np.prod(v.shape, dtype=np.int64)) * np.dtype(v.dtype).itemsize
+    return math.prod(v.shape) * np.dtype(v.dtype).itemsize  # exact: numpy's int64 would wrap
+
+
+def check_fits(graph, groups: list) -> None:
+    """ModelError, before anything compiles, if a tensor of the model cannot exist (a size
+    beyond int64) or its inputs, outputs, arena of intermediates and weights cannot all fit
+    in this machine's memory (runtime.limits)."""
+    what = f"the model {graph.name}"
+    consts = {}
+    for g in groups:
+        for v in (*g.inputs, g.output):
+            _, problem = tensor_bytes(v.name, v.shape, v.dtype)
+            if problem:
+                raise ModelError(f"{what}: {problem}")
+            if v.is_const:
+                consts[id(v)] = v
+    steps = [([_source_of(v) for v in g.inputs], g.output) for g in groups]
+    _, arena_bytes = plan_arena(steps, {id(_source_of(v)) for v in graph.outputs})
+    problem = memory_problem(what, [(v.name, v.shape, v.dtype)
+                                    for v in (*graph.inputs, *graph.outputs)],
+                             extra=[("the arena of intermediates", arena_bytes),
+                                    ("the weights", sum(map(nbytes, consts.values())))])
+    if problem:
+        raise ModelError(problem)
 
 
 def plan_arena(steps: list, outputs: set) -> tuple[dict, int]:

@@ -1,10 +1,11 @@
 """The CPU model code: a generated C runner linked, with every kernel's object as it was
 compiled (and verified) and the weights embedded (`.incbin`), into one shared library.
 
-The library's entry point `lt_model_packed(void** args)` takes the model's inputs then its
-outputs and calls the kernels in order: graph inputs and outputs are the caller's arrays,
-intermediates live in one arena laid out by the static memory plan (memory.py), weights in a
-read-only blob in the library itself. One native call per inference.
+The library's entry point `lt_model_packed(void** args)` takes the model's inputs, its
+outputs, then the arena, and calls the kernels in order: graph inputs and outputs are the
+caller's arrays, intermediates live in the arena laid out by the static memory plan
+(memory.py), weights in a read-only blob in the library itself. One native call per
+inference; the library keeps no state of its own, so calls on several arenas run at once.
 """
 from __future__ import annotations
 
@@ -29,11 +30,15 @@ def build_cpu_model(plan: ModelPlan, *, num_threads: int | None = None) -> Compi
     lib = plan.backend.link(units, name=f"model_{plan.graph.name}",
                             objects=[k.artifact.object_path for k in plan.kernels],
                             data_files={"lt_weights.bin": plan.memory.blob})
+    source = "the num_threads argument"
     if num_threads is None:
         known = {k.record.measure.get("num_threads") for k in plan.kernels if k.record}
         known.discard(None)
+        source = "the kernels' tuning records" if len(known) == 1 else "the target's cores"
         num_threads = known.pop() if len(known) == 1 else plan.target.cores
-    return CompiledModel(lib, {**desc, "num_threads": int(num_threads)})
+    model = CompiledModel(lib, {**desc, "num_threads": num_threads}, threads_from=source)
+    model.desc["num_threads"] = model.num_threads  # as checked (and clamped) for this machine
+    return model
 
 
 WEIGHTS_ASM = """    .section .rodata
@@ -49,10 +54,12 @@ lt_model_weights:
 
 def runner_source(plan: ModelPlan, desc_hash: str = "") -> str:
     """The C of the runner: `lt_model_packed(args)` calls the kernels in order on the
-    caller's arrays, the arena and the weights; `lt_model_profile` times each call;
-    `lt_model_hash()` returns `desc_hash` (executor.semantic_hash of what it was built for)."""
+    caller's arrays, the caller's arena (the last argument) and the weights;
+    `lt_model_profile` times each call; `lt_model_hash()` returns `desc_hash`
+    (executor.semantic_hash of what it was built for)."""
     graph, mem = plan.graph, plan.memory
     n_in = len(graph.inputs)
+    arena_slot = n_in + len(graph.outputs)
     steps, out_slots, in_slot, copies = mem.steps, mem.out_slots, mem.in_slot, mem.copies
     arena, arena_bytes, woff = mem.arena, mem.arena_bytes, mem.weight_offsets
 
@@ -106,7 +113,6 @@ def runner_source(plan: ModelPlan, desc_hash: str = "") -> str:
         "// what this library was built for: loading checks it against the description",
         f'const char* lt_model_hash(void) {{ return "{desc_hash}"; }}',
         *protos,
-        f"static char* lt_arena = 0;  // {arena_bytes} bytes of intermediates",
         "void lt_set_num_threads(int n) {", *setters, "}",
         "static _Thread_local int32_t lt_failed = -1;  // the step whose kernel failed last",
         "// What the failed kernel says of its index out of range (runtime.Module.failure)",
@@ -114,7 +120,7 @@ def runner_source(plan: ModelPlan, desc_hash: str = "") -> str:
         "  switch (lt_failed) {", *index_errors, "  }", "  return 0;", "}",
         "int32_t lt_model_packed(void** args) {",
         "  int32_t rc = 0;",
-        f"  if (!lt_arena && !(lt_arena = aligned_alloc(64, {max(arena_bytes, 64)}))) return -1;",
+        f"  char* lt_arena = (char*)args[{arena_slot}];  // the caller's: {arena_bytes} bytes",
         *calls,
         "  return rc;",
         "}",
@@ -125,7 +131,7 @@ def runner_source(plan: ModelPlan, desc_hash: str = "") -> str:
         "// The same calls, each kernel's milliseconds written to ms[i] (CompiledModel.profile).",
         "int32_t lt_model_profile(void** args, double* ms) {",
         "  int32_t rc = 0; double t0;",
-        f"  if (!lt_arena && !(lt_arena = aligned_alloc(64, {max(arena_bytes, 64)}))) return -1;",
+        f"  char* lt_arena = (char*)args[{arena_slot}];",
         *timed,
         *calls[len(timed):],
         "  return rc;",

@@ -5,6 +5,7 @@ static memory plan), the model's inputs and outputs staged in device arrays kept
 calls. A call copies the inputs in, launches every kernel, and copies the outputs out."""
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -50,6 +51,9 @@ class CudaModel:
         self._inputs = [DeviceArray(s, d, device=device) for _, s, d in self._in_specs]
         self._outputs = [DeviceArray(s, d, device=device) for _, s, d in self._out_specs]
         self._arena = DeviceArray((max(plan.arena_bytes, 1),), np.uint8, device=device)
+        # one call at a time: inputs, outputs and arena are device buffers every call shares
+        # (the GPU runs one model's kernels in order on one stream anyway)
+        self._busy = threading.Lock()
         self._weights = DeviceArray((max(len(plan.blob), 1),), np.uint8, device=device)
         if plan.blob:
             self._weights.copy_from(np.frombuffer(plan.blob, np.uint8))
@@ -103,9 +107,10 @@ class CudaModel:
         return secs
 
     def __call__(self, *inputs):
-        hosts = self._load(inputs)
-        self._run()
-        outs = [dev.numpy() for dev in self._outputs]
+        with self._busy:
+            hosts = self._load(inputs)
+            self._run()
+            outs = [dev.numpy() for dev in self._outputs]
         for j, src in self._copies:  # outputs that are an input, a weight or another output
             if id(src) in self._graph_inputs:
                 outs[j] = np.array(hosts[self._graph_inputs[id(src)]], copy=True)
@@ -118,8 +123,9 @@ class CudaModel:
     def profile(self, *inputs, repeat: int = 10) -> list[dict]:
         """Per kernel: {"kernel", "output", "ms"} (median of `repeat` runs, each kernel
         synchronized on its own)."""
-        self._load(inputs)
-        runs = [self._run(timed=True) for _ in range(repeat)]
+        with self._busy:
+            self._load(inputs)
+            runs = [self._run(timed=True) for _ in range(repeat)]
         return [{"kernel": step["kernel"], "output": name,
                  "ms": float(np.median([r[i] for r in runs])) * 1e3}
                 for i, (step, (_, _, name)) in enumerate(zip(self.desc["steps"],

@@ -19,7 +19,7 @@ from ..tune.database.base import Database, TuningRecord, rank
 from . import kernel_cache
 from .fuse import fuse
 from .ir import Graph
-from .memory import MemoryPlan, plan_memory
+from .memory import MemoryPlan, check_fits, plan_memory
 from .simplify import prepare
 from .tasks import ExtractedTask, tasks_of_groups
 
@@ -72,6 +72,8 @@ def plan_model(graph: Graph, database: Database | None, target: Target, *,
     """Schedule and compile every task of `graph` for `target`, and lay out its memory."""
     graph = prepare(graph)
     groups = fuse(graph)
+    if target.kind == "cpu":  # (a GPU's model lives in its own memory)
+        check_fits(graph, groups)
     tasks = tasks_of_groups(groups)
     backend = Backend.for_target(target)
     kernels, defaults = {}, []

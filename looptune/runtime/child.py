@@ -1,6 +1,7 @@
 """Child interpreters that run kernels for the tuner's runner and the fuzzer's sandbox: a
 fresh `python -c boot fd parent_pid` connected by a socket (it imports only looptune, and
-an uninstalled checkout works), and a stop that asks politely, then kills and reaps.
+an uninstalled checkout works), in a process group of its own that dies with its parent
+(process.py), and a stop that asks politely, then kills the group and reaps.
 
 The child imports the very looptune its parent runs: `python -c` puts the working directory
 first on sys.path, where another checkout (or any folder named looptune) would otherwise win,
@@ -14,6 +15,8 @@ import sys
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from . import process
+
 ROOT = str(Path(__file__).resolve().parents[2])
 
 
@@ -26,10 +29,9 @@ def start_child(boot: str, env: dict | None = None) -> tuple:
     with theirs:
         try:
             boot = f"import sys; sys.path.insert(0, {ROOT!r}); {boot}"
-            proc = subprocess.Popen([sys.executable, "-c", boot, str(theirs.fileno()),
-                                     str(os.getpid())],
-                                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                    env=env)
+            proc = process.popen([sys.executable, "-c", boot, str(theirs.fileno()),
+                                  str(os.getpid())], lasting=True,
+                                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
         except OSError:
             ours.close()
             raise
@@ -43,7 +45,12 @@ def stop_child(proc: subprocess.Popen, conn: Connection) -> None:
         pass
     try:
         proc.wait(timeout=2.0)
+        process.release(proc)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        process.kill_group(proc)
     conn.close()
+
+
+def kill_child(proc: subprocess.Popen) -> None:
+    """Kill a child of start_child (and its process group) now, and reap it."""
+    process.kill_group(proc)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import tempfile
 from contextlib import contextmanager
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from .. import env
 from ..error import BuildError
+from . import process
 from .files import atomic_write, locked, sha256_file
 
 CFLAGS = (
@@ -197,16 +197,11 @@ def _link_flags(flags: list) -> list:
 
 def _run_cc(cmd: list, what: str, timeout: float | None, cwd=None) -> None:
     """Run the compiler; BuildError (naming `what`) if it fails or takes too long."""
-    # its own process group: on a timeout the compiler proper (cc1) dies with the driver
-    # instead of running on, orphaned, for minutes
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=cwd, start_new_session=True)
+    # its own process group: on a timeout or Ctrl-C the compiler proper (cc1) dies with the
+    # driver instead of running on, orphaned, for minutes; and all of it dies with us
     try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-        out = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+        out = process.run(cmd, timeout=timeout, cwd=cwd)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
         raise BuildError(f"the C compiler took longer than {timeout} s; allow it more time "
                          "(the builder's timeout)", what, timed_out=True) from None
     if out.returncode != 0:
@@ -312,7 +307,11 @@ def compile_library(units: list, *, name: str = "library", timeout: float | None
             return str(obj)
 
         with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-            compiled = list(pool.map(compile_one, units))
+            try:
+                compiled = list(pool.map(compile_one, units))
+            except KeyboardInterrupt:  # the other units' compilers die too
+                process.kill_transient()
+                raise
         every = [*compiled, *(str(o) for o in objects)]
         _link_atomically(so_path, lambda tmp: _run_cc(
             [cc, *_link_flags(flags), *every, "-o", tmp, "-lm"], f"linking {name} in {out_dir}",

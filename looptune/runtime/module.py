@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import ctypes
 import numbers
+import os
 import statistics
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +89,23 @@ def check_runs_here(lib_path) -> None:
                          "here (target='cpu' is this machine), or run it where it was built")
 
 
+def thread_count(n, source: str) -> int:
+    """`n` as the thread count of parallel loops: a whole number >= 1 (RunError otherwise),
+    at most this machine's CPUs. OpenMP allocates per thread asked for: 10**9 threads from a
+    record or a JSON file would end the process ("libgomp: Out of memory"), so more than the
+    machine has become as many as it has, with a warning naming `source`."""
+    whole = isinstance(n, numbers.Integral) or (isinstance(n, float) and n.is_integer())
+    if isinstance(n, bool) or not whole or n < 1:  # 1e9 from JSON is a float, and whole
+        raise RunError(f"the thread count from {source} must be a whole number >= 1, got "
+                       f"{n!r}; pass the threads to use (e.g. os.cpu_count())")
+    cpus = os.cpu_count() or 1
+    if n > cpus:
+        warnings.warn(f"the thread count {n} from {source} is more than this machine's {cpus} "
+                      f"CPUs; using {cpus}", RuntimeWarning, stacklevel=3)
+        return cpus
+    return int(n)
+
+
 class Module:
     """`mod(*arrays)` runs the kernel, writing outputs in place; `mod.source` is its C. A
     library built for an ISA this machine lacks is refused (BuildError) before it loads.
@@ -111,20 +130,19 @@ class Module:
         # a model's runner has the one lt_set_num_threads
         self._set_threads = (getattr(self._lib, f"{symbol}_set_num_threads", None)
                              or getattr(self._lib, "lt_set_num_threads", None))
-        self.num_threads = 0
+        self.num_threads = 0  # not set: OpenMP's default (usually all cores)
         # the fast call (call.py): C checks the arrays and runs the kernel; None: Python does
         self._call = fast_call(ctypes.cast(self._fn, ctypes.c_void_p).value, self.args,
                                release_gil=release_gil)
         install_c_method(Module)
 
-    def set_num_threads(self, n: int) -> None:
-        """Threads for parallel loops (0: OpenMP's default, usually all cores)."""
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
-            raise RunError(f"{self.symbol}: the thread count must be a whole number >= 0 (0: "
-                           f"OpenMP's default), got {n!r}")
+    def set_num_threads(self, n: int, *, source: str = "set_num_threads") -> None:
+        """Threads for parallel loops; every thread count reaches the C code here, checked
+        and clamped by thread_count (`source`: where `n` came from, for its messages)."""
+        n = thread_count(n, f"{source} ({self.symbol})")
         if self._set_threads is not None:
-            self._set_threads(int(n))
-        self.num_threads = int(n)
+            self._set_threads(n)
+        self.num_threads = n
 
     def _pack(self, arrays):
         if len(arrays) != len(self.args):

@@ -20,7 +20,7 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from ..runtime.child import start_child, stop_child
+from ..runtime.child import kill_child, start_child, stop_child
 
 _BOOT = ("import sys; from looptune.testing.sandbox import serve; "
          "serve(int(sys.argv[1]), int(sys.argv[2]))")
@@ -130,7 +130,7 @@ class _Child:
 
     def stop(self, *, kill: bool = False) -> None:
         if kill and self.proc.poll() is None:
-            self.proc.kill()
+            kill_child(self.proc)
         self._finalizer()
 
 
@@ -187,8 +187,6 @@ def _exit_with_parent(parent_pid: int) -> None:
 
 def serve(fd: int, parent_pid: int) -> None:
     """The child's main loop."""
-    import ctypes
-
     from ..runtime.module import Module
     conn = Connection(fd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -202,16 +200,11 @@ def serve(fd: int, parent_pid: int) -> None:
         if req is None:
             return
         lib_path, threads, calls = req
-        lib = ctypes.CDLL(lib_path)
         for i, call in enumerate(calls):
             try:
                 mod = Module(lib_path, call.symbol, list(call.args), "",
                              release_gil=True)
-                set_threads = getattr(lib, f"{call.symbol}_set_num_threads", None)
-                if set_threads is not None:
-                    set_threads(int(threads))
-                else:
-                    mod.set_num_threads(threads)
+                mod.set_num_threads(threads, source="Sandbox num_threads")
                 outcome = call_guarded(mod, call)
             except Exception as e:  # a library that will not load, a missing symbol, ...
                 outcome = ("error", f"{type(e).__name__}: {e}")

@@ -9,6 +9,8 @@ from pathlib import Path
 
 
 from ..backend import Backend
+from ..backend.base import check_fits
+from ..error import BuildError
 from ..runtime.ndarray import compare, pack_args, random_args
 from ..schedule import ScheduleError
 from ..schedule.primitives.layout import PACKED
@@ -69,6 +71,12 @@ def tune_tasks(tasks, *, work_dir=None, max_trials_global: int, num_trials_per_i
     if len(kinds) > 1 and (builder is None or runner is None):
         raise TuneError(f"the tasks are for several target kinds ({', '.join(sorted(kinds))}); "
                         "tune each kind separately, or pass builder= and runner=")
+    for t in tasks:  # the runner allocates every buffer of a candidate at once
+        if t.target.kind == "cpu":
+            try:
+                check_fits(t.func)
+            except BuildError as e:
+                raise TuneError(f"task {t.task_name}: {e}") from None
     default = "cuda" if kinds == {"cuda"} else "local"
     database = _database(database, work_dir)
     builder = Builder.create(builder or default)
@@ -224,10 +232,11 @@ def compile_tir(database: Database, func: PrimFunc, target="cpu", *, check: bool
             warnings.warn(f"{func.name}: a record ({rec.median_secs * 1e3:.3f} ms) no longer "
                           f"replays and is skipped: {e}", DatabaseWarning)
             continue
-        threads = num_threads
+        threads, source = num_threads, "the num_threads argument"
         if threads is None:
             threads = rec.measure.get("num_threads") or target.cores
-        mod = backend.build(sch, name=name, num_threads=threads)
+            source = f"the tuning record of {func.name}"
+        mod = backend.build(sch, name=name, num_threads=threads, threads_from=source)
         if check and not verify(mod, func, packed=sch.func.attr(PACKED, ())):
             warnings.warn(f"{func.name}: a record ({rec.median_secs * 1e3:.3f} ms) computes a "
                           "wrong result and is skipped", DatabaseWarning)

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ...backend import Backend, Source
 from ...error import BuildError
+from ...runtime import process
 from .base import Builder, BuilderInput, BuilderResult
 
 
@@ -57,8 +58,10 @@ class LocalBuilder(Builder):
                     futures[r[1].text] = pool.submit(self._compile, inp, r[1])
             self._generated.clear()  # what an overriding render replaced
             compiled = {src: f.result() for src, f in futures.items()}
-        except BaseException:  # Ctrl-C: drop the queued compiles, let running ones end
+        except BaseException as e:  # drop the queued compiles; on Ctrl-C, kill the running ones
             pool.shutdown(wait=False, cancel_futures=True)
+            if isinstance(e, KeyboardInterrupt):
+                process.kill_transient()
             raise
         pool.shutdown()
         results = []

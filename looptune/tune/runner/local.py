@@ -7,7 +7,7 @@ import subprocess
 import sys
 import weakref
 
-from ...runtime.child import start_child, stop_child
+from ...runtime.child import kill_child, start_child, stop_child
 from .base import EvaluatorConfig, Runner, RunnerInput, RunnerResult
 
 START_TIMEOUT_S = 120.0  # importing numpy + looptune and compiling the timer library once
@@ -74,7 +74,7 @@ class _WorkerProcess:
 
     def stop(self, *, kill: bool = False) -> None:
         if kill and self.alive():
-            self.proc.kill()
+            kill_child(self.proc)
         self._finalizer()
 
 

@@ -41,7 +41,7 @@ class Worker:
 
         def run(arrays):
             ref = Module(artifact, symbol, inp.args_info, "", release_gil=True)
-            ref.set_num_threads(self.threads(inp))
+            ref.set_num_threads(self.threads(inp), source="EvaluatorConfig.num_threads")
             ref(*arrays)
         return self.cached_reference(inp, run, symbol)
 
@@ -71,7 +71,7 @@ class Worker:
         for pos, factor in inp.packed:
             info[pos] = dataclasses.replace(info[pos], shape=packed_shape(info[pos].shape, factor))
         mod = Module(inp.artifact, inp.symbol, info, "", release_gil=True)
-        mod.set_num_threads(self.threads(inp))
+        mod.set_num_threads(self.threads(inp), source="EvaluatorConfig.num_threads")
         arrays = pack_args(make_args(inp.args_info, inp.seed), inp.packed)
         ref = self.reference_outputs(inp) if inp.reference is not None else None
         t0 = time.perf_counter()
@@ -99,7 +99,7 @@ class Worker:
             # short kernels). The first call, above, let the GIL go, so that a kernel that
             # hangs there leaves _exit_with_parent running; a warm call does not start hanging
             mod = Module(inp.artifact, inp.symbol, info, "")
-            mod.set_num_threads(self.threads(inp))
+            mod.set_num_threads(self.threads(inp), source="EvaluatorConfig.num_threads")
         prof = mod.time_evaluator(number=c.number, repeat=c.repeat, min_repeat_ms=c.min_repeat_ms,
                                   enable_cpu_cache_flush=c.enable_cpu_cache_flush,
                                   warm_up=False, arg_offsets=c.arg_offsets,
