@@ -243,6 +243,13 @@ def test_an_exported_model_whose_arena_cannot_fit_is_refused_on_load(tmp_path, m
     desc = json.loads((path / "model.json").read_text())
     desc["arena_bytes"] = 2**62
     (path / "model.json").write_text(json.dumps(desc))
+    with pytest.raises(ModelError, match="edited after export"):  # its hash says so first
+        load(path)
+    # a description consistent with itself (as one built for a bigger machine would be):
+    # the memory check refuses it before the library is loaded
+    from looptune.graph.executor import semantic_hash
+    desc["hash"] = semantic_hash(desc)
+    (path / "model.json").write_text(json.dumps(desc))
     with pytest.raises(ModelError, match=r"the model mlp3 needs .* GiB of memory.*the arena of "
                                          r"intermediates"):
         load(path)

@@ -111,7 +111,9 @@ def _problem(desc: dict) -> str | None:
     def count(v):
         return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
-    for key in ("kernels", "arena_bytes", "weights_bytes", "num_threads"):
+    # (num_threads is checked where it is applied, Module.set_num_threads: a count past this
+    # machine's CPUs is clamped with a warning naming the file)
+    for key in ("kernels", "arena_bytes", "weights_bytes"):
         if not count(desc.get(key)):
             return f'"{key}" must be a whole number >= 0, not {desc.get(key)!r}'
     for key in ("name", "hash", "weights_sha256"):
