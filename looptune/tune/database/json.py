@@ -29,6 +29,8 @@ class JSONDatabase(Database):
     def __init__(self, work_dir, module_equality: str = "structural"):
         super().__init__(module_equality)
         self.work_dir = Path(work_dir)
+        from .work_dir import check_kind
+        check_kind(self.work_dir, "json")
         try:
             self.work_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
