@@ -257,7 +257,7 @@ def test_json_disk_full_keeps_the_records_and_skips_the_partial_line(tmp_path, r
     db.commit_tuning_record(recs[0])  # starts on a fresh line; the partial one stays skipped
     db, got, msgs = _reopen_with_warnings(tmp_path)
     assert got == [r.measure["i"] for r in recs + [recs[0]]] and len(msgs) == 1
-    assert "incomplete line" in msgs[0]
+    assert "corrupt line (or one a writer killed or out of disk space left incomplete)" in msgs[0]
 
 
 def test_json_garbage_lines(tmp_path, rng):

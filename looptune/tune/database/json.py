@@ -110,9 +110,9 @@ def _read_lines(path: Path, skipper: Skipper):
         try:
             obj = json.loads(raw)
         except (ValueError, RecursionError) as err:  # also UnicodeDecodeError; too deep
-            what = "partial last line" if lineno == last else "corrupt or incomplete line"
-            skipper.skip(f"line {lineno}", f"{what} (a writer killed or out of disk space "
-                                           f"mid-line?): {type(err).__name__}: {err}")
+            what = "partial last line" if lineno == last else \
+                "corrupt line (or one a writer killed or out of disk space left incomplete)"
+            skipper.skip(f"line {lineno}", f"{what}: {type(err).__name__}: {err}")
             continue
         yield lineno, obj
 
