@@ -230,6 +230,23 @@ def test_a_work_dir_is_opened_as_what_it_holds_never_hidden_by_a_new_one(kind, o
     assert sorted(os.listdir(tmp_path)) == files
 
 
+def test_a_work_dir_holding_both_kinds_is_read_as_both_and_not_tuned_into(tmp_path):
+    from looptune.tune import tune_tir
+    from looptune.tune.database import UnionDatabase, open_work_dir
+    func = _task().func
+    in_json = commit_some(JSONDatabase(tmp_path), func, n=2, seed=0)
+    # what an older looptune did: a new SQLite database beside the JSON one
+    in_sqlite = commit_some(SQLiteDatabase(tmp_path / "database.sqlite"), func, n=2, seed=5)
+    with pytest.warns(DatabaseWarning, match="holds both an SQLite .* and a JSON"):
+        db = open_work_dir(tmp_path)
+    assert isinstance(db, UnionDatabase) and len(db) == 4
+    with pytest.warns(DatabaseWarning, match="reading the records of both"):
+        best = _task().best_record(str(tmp_path))
+    assert best.median_secs == min(r.median_secs for r in in_json + in_sqlite)
+    with pytest.raises(DatabaseError, match="holds both .* pass database='sqlite' or 'json'"):
+        tune_tir(func, "cpu", str(tmp_path), max_trials_global=2, progress=False)
+
+
 def test_reading_records_from_a_missing_or_empty_work_dir_is_an_error_naming_it(tmp_path):
     from looptune.graph import compile_model
     from looptune.tune.database import open_work_dir
@@ -266,19 +283,20 @@ def test_cli_commands_that_read_records_refuse_a_missing_work_dir(tmp_path, caps
 
 @pytest.mark.cc
 def test_tuning_says_it_created_a_database_and_adds_to_a_json_one(tmp_path, capsys):
-    from looptune.tune import tune_tir
+    from looptune.tune import EvaluatorConfig, tune_tir
     func = _task().func
+    quick = EvaluatorConfig(num_threads=1, repeat=1, min_repeat_ms=1)
     fresh = tmp_path / "new"
     tune_tir(func, "cpu", str(fresh), max_trials_global=2, num_trials_per_iter=2,
-             strategy="replay-trace", seed=0)
+             strategy="replay-trace", seed=0, evaluator=quick)
     assert f"no tuning database in {fresh} yet: created SQLiteDatabase" in capsys.readouterr().err
     jdir = tmp_path / "j"
     before = len(commit_some(JSONDatabase(jdir), func))
     with pytest.warns(DatabaseWarning, match="holds a JSON tuning database: tuning adds to it"):
-        db = tune_tir(func, "cpu", str(jdir), max_trials_global=2, num_trials_per_iter=2,
-                      strategy="replay-trace", seed=0)
+        db = tune_tir(func, "cpu", str(jdir), max_trials_global=before + 2,
+                      num_trials_per_iter=2, strategy="replay-trace", seed=0, evaluator=quick)
     assert isinstance(db, JSONDatabase) and not (jdir / "database.sqlite").exists()
-    assert len(JSONDatabase(jdir)) == before + 2
+    assert len(JSONDatabase(jdir)) > before  # resumed from the JSON records, added to them
 
 
 # --------------------------------------------------------------------- hostile names

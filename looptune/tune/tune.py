@@ -84,7 +84,7 @@ def tune_tasks(tasks, *, work_dir=None, max_trials_global: int, num_trials_per_i
         raise TuneError(f"the tasks are for several target kinds ({', '.join(sorted(kinds))}); "
                         "tune each kind separately, or pass builder= and runner=")
     default = "cuda" if kinds == {"cuda"} else "local"
-    fresh = not isinstance(database, Database) and work_dir is not None \
+    fresh = database in (None, "json", "sqlite") and work_dir is not None \
         and not formats_in(work_dir)
     database = _database(database, work_dir)
     if fresh and progress:
