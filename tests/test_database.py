@@ -232,20 +232,32 @@ def test_json_partial_last_line(tmp_path, rng):
     assert got == [r.measure["i"] for r in recs] and len(msgs) == 1
 
 
-def test_json_disk_full_undoes_the_partial_line_and_keeps_the_records(tmp_path, rng, monkeypatch):
+def test_json_disk_full_keeps_the_records_and_skips_the_partial_line(tmp_path, rng, monkeypatch):
     from looptune.tune.database import json as json_db
     from looptune.tune.error import DatabaseError
     recs, path = _json_db_with_records(tmp_path, rng, n=4)
     before = path.read_bytes()
     db = JSONDatabase(tmp_path)
     real_write = os.write
-    monkeypatch.setattr(json_db.os, "write", lambda fd, data: real_write(fd, data[:len(data) // 2]))
+    calls = []
+
+    def half_then_full(fd, data):  # half a line is written, then the disk is full
+        calls.append(data)
+        if len(calls) > 1:
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data[:len(data) // 2])
+    monkeypatch.setattr(json_db.os, "write", half_then_full)
     with pytest.raises(DatabaseError, match="free disk space"):
         db.commit_tuning_record(recs[0])
     monkeypatch.setattr(json_db.os, "write", real_write)
-    assert path.read_bytes() == before  # the half-written line is gone
+    assert path.read_bytes().startswith(before)  # nothing truncated or rewritten
     db, got, msgs = _reopen_with_warnings(tmp_path)
-    assert got == [r.measure["i"] for r in recs] and not msgs
+    assert got == [r.measure["i"] for r in recs] and len(msgs) == 1
+    assert f"line {len(recs) + 1}" in msgs[0] and "partial last line" in msgs[0]
+    db.commit_tuning_record(recs[0])  # starts on a fresh line; the partial one stays skipped
+    db, got, msgs = _reopen_with_warnings(tmp_path)
+    assert got == [r.measure["i"] for r in recs + [recs[0]]] and len(msgs) == 1
+    assert "corrupt line (or one a writer killed or out of disk space left incomplete)" in msgs[0]
 
 
 def test_json_garbage_lines(tmp_path, rng):

@@ -7,6 +7,7 @@ import warnings
 
 from ..error import BuildError
 from ..target import TargetError
+from ..text import EscapingWriter
 from ..tune.error import TuneError
 from .tune import CLIError
 
@@ -96,7 +97,9 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="compile a model with its tuning records and time it")
     r.add_argument("model", help="an .onnx file (static input shapes) or a .pt2 "
                    "file (torch.export.save)")
-    r.add_argument("--work-dir", default="looptune-work")
+    r.add_argument("--work-dir", default=None, help="the work dir whose records to use (it "
+                   "must hold a database; default: ./looptune-work if it holds one, else "
+                   "every kernel runs its default schedule)")
     r.add_argument("--threads", type=int, default=1, help="threads per kernel (default 1)")
     r.add_argument("--target", default="cpu")
     return p
@@ -138,6 +141,10 @@ def _print_warning(message, category, filename, lineno, file=None, line=None):
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    # names from databases and model files are someone else's text: whatever the command
+    # prints (records, errors, warnings), a control character in it is shown escaped
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = EscapingWriter(out), EscapingWriter(err)
     try:
         with warnings.catch_warnings():  # one line each, without Python's file and line
             warnings.simplefilter("default")  # a repeated warning once
@@ -150,6 +157,8 @@ def main(argv=None) -> int:
         print("\nlooptune: interrupted; everything measured so far is in the database",
               file=sys.stderr)
         return 130
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 if __name__ == "__main__":

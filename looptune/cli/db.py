@@ -3,19 +3,16 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from pathlib import Path
 
+from ..text import printable
 from .tune import CLIError
 
 
 def open_database(work_dir: str):
-    """The database of a work dir (or an SQLite file)."""
+    """The database of a work dir (or an SQLite file), of whichever kind it holds; a missing
+    work dir or database is a CLIError naming the path (reading never creates one)."""
     from ..tune.database import open_work_dir
-    d = Path(work_dir)
-    if d.is_file() or (d / "database.sqlite").exists() or (d / "database_tuning_record.json").exists():
-        return open_work_dir(d)
-    raise CLIError(f"no tuning database in {d}/ (expected database.sqlite); run "
-                   f"`looptune tune ... --work-dir {d}` first or pass --work-dir")
+    return open_work_dir(work_dir)
 
 
 def _groups(db):
@@ -29,7 +26,8 @@ def _find(db, spec: str):
     groups = _groups(db)
     hits = [k for k, recs in groups.items() if k.startswith(spec) or recs[0].workload.name == spec]
     if not hits:
-        names = ", ".join(sorted({recs[0].workload.name for recs in groups.values()})) or "none"
+        names = ", ".join(sorted({printable(recs[0].workload.name)
+                                  for recs in groups.values()})) or "none"
         raise CLIError(f"no workload {spec!r} in the database (workloads: {names}); give a name "
                        "or a key prefix from `looptune db list`")
     if len(hits) > 1:
@@ -53,7 +51,7 @@ def run(args) -> int:
         for key, recs in groups.items():
             ok = [r for r in recs if r.ok]
             best = f"{min(r.median_secs for r in ok) * 1e3:.4f} ms" if ok else "-"
-            print(f"{key:<18}{recs[0].workload.name:<20}{len(recs):>8}{len(recs) - len(ok):>8}  {best}")
+            print(f"{key:<18}{printable(recs[0].workload.name):<20}{len(recs):>8}{len(recs) - len(ok):>8}  {best}")
         return 0
     recs = _find(db, args.workload)
     if args.db_cmd == "show":
@@ -62,14 +60,14 @@ def run(args) -> int:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.time))
             line = f"{i:>4}  {when}  {_ms(r):<24} {len(r.trace)} instructions  {r.target.key()}"
             if not r.ok and r.error_msg:
-                line += "\n      " + r.error_msg.strip().splitlines()[0][:160]
+                line += "\n      " + printable(r.error_msg.strip().splitlines()[0][:160])
             print(line)
         return 0
     ok = sorted((r for r in recs if r.ok), key=lambda r: r.median_secs)
     if not ok:
-        raise CLIError(f"{recs[0].workload.name} has no successful record")
+        raise CLIError(f"{printable(recs[0].workload.name)} has no successful record")
     best = ok[0]
-    print(f"# {best.workload.name}: {_ms(best)} on {best.target}; "
-          f"measured with {best.measure}")
+    print(f"# {printable(best.workload.name)}: {_ms(best)} on {best.target}; "
+          f"measured with {printable(best.measure)}")
     print(best.trace.simplified().as_python())
     return 0

@@ -13,6 +13,7 @@ from .tune import CLIError
 
 
 MODEL_FILES = (".onnx", ".pt2")
+DEFAULT_WORK_DIR = "looptune-work"
 
 
 def import_model(path: Path):
@@ -70,11 +71,6 @@ def latency(compiled, inputs, *, repeat: int = 15, min_time: float = 0.1) -> flo
             compiled(*inputs)
         res.append((time.perf_counter() - t) / n)
     return statistics.median(res)
-
-
-def _database(work_dir):
-    from ..tune.tune import _database
-    return _database(None, work_dir)
 
 
 def summary(graph, db, target, threads) -> tuple[list, object, object]:
@@ -144,12 +140,24 @@ def tune_model_cmd(args) -> int:
     return 0
 
 
+def _records(work_dir):
+    """The database of `looptune run`: the --work-dir given (which must hold one), else
+    ./looptune-work if it holds one, else None (every kernel runs its default schedule)."""
+    from ..tune.database.work_dir import formats_in
+    if work_dir is None:
+        if not formats_in(DEFAULT_WORK_DIR):
+            return None
+        work_dir = DEFAULT_WORK_DIR
+    from .db import open_database
+    return open_database(work_dir)
+
+
 def run_cmd(args) -> int:
     from ..graph import compile_model
     from ..target import Target
     graph = load_graph(args.model)
     target = Target.create(args.target)
-    db = _database(args.work_dir) if Path(args.work_dir).exists() else None
+    db = _records(args.work_dir)
     compiled = compile_model(graph, db, target, num_threads=args.threads)
     tuned = sum(t["tuned"] for t in compiled.desc["tasks"])
     kept = sum(t.get("choice") == "default" for t in compiled.desc["tasks"])
@@ -157,7 +165,8 @@ def run_cmd(args) -> int:
     print(f"{tuned} of {len(compiled.desc['tasks'])} tasks tuned"
           + (f", {kept} on the default schedule (faster than their tuned records)" if kept
              else "")
-          + ("" if db is not None else f" (no database in {args.work_dir})"))
+          + ("" if db is not None else f" (no database in {DEFAULT_WORK_DIR}; --work-dir names "
+                                       "one)"))
     for t in compiled.desc["tasks"]:
         if t.get("choice", "untuned") != "untuned":
             print(f"  {t['task_name']}: runs {t['choice']} (tuned {_ms(t.get('tuned_ms'))} ms, "

@@ -37,8 +37,8 @@ def compile_model(graph: Graph, database: Database | None = None, target="cpu", 
         raise TypeError(f"compile_model needs a looptune Graph, got {type(graph).__name__}")
     target = Target.create(target)
     if database is not None and not isinstance(database, Database):
-        from ..tune.tune import _database
-        database = _database(None, database)
+        from ..tune.database.work_dir import open_work_dir
+        database = open_work_dir(database)  # a mistyped path is an error, not "untuned"
     plan = plan_model(graph, database, target, check=check, num_threads=num_threads)
     return MODEL_BUILDERS[target.kind](plan, num_threads)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from ..text import printable
 from .data import FRACTIONS, per_strategy, settings_text
 from .plot import unit
 
@@ -62,20 +63,22 @@ def best_code(task) -> str:
     best = task.best
     if best is None:
         return "# no successful record"
-    return (f"# {task.name}: {fmt_secs(best.median_secs)} on {best.target}\n"
+    return (f"# {printable(task.name)}: {fmt_secs(best.median_secs)} on {best.target}\n"
             f"# sch = looptune.Schedule(func)  (func: workload {task.workload.key})\n"
             + best.trace.simplified().as_python())
 
 
 def summary(tasks, group: str = "auto") -> str:
-    """Plain text for the terminal."""
+    """Plain text for the terminal: names and messages from the database have their control
+    characters escaped (text.printable)."""
     if not tasks:
         return "the database holds no records"
     out = []
     for task in tasks:
-        out.append(task.name)
-        out.extend(f"  {k:<16}{v}" for k, v in facts(task))
+        out.append(printable(task.name))
+        out.extend(f"  {k:<16}{printable(v)}" for k, v in facts(task))
         header, rows = run_rows(task, group)
+        rows = [[printable(c) for c in r] for r in rows]
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         for r in [header, *rows]:
             out.append("  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w)

@@ -12,8 +12,10 @@ class DatabaseError(TuneError):
 
 
 class DatabaseWarning(UserWarning):
-    """A stored record or workload was skipped (corrupt, truncated, from another format, or
-    a trace that no longer replays); everything else in the database is used."""
+    """A stored record or workload was skipped (corrupt, truncated, from another format,
+    implausible, or a trace that no longer replays); everything else in the database is used.
+    Also the note that a work dir is used as the kind of database it holds (JSON, or both
+    kinds) rather than the default."""
 
 
 class BudgetWarning(UserWarning):

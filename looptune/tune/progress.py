@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 import time
 
+from ..text import printable
+
 
 class Progress:
     def __init__(self, total: int | None, max_time_s: float | None, *, stream=None,
@@ -57,7 +59,7 @@ class Progress:
         eta = self.eta(done)
         eta_s = "-" if eta is None else f"{eta:.0f}s"
         touched = f" | tasks {tasks[0]}/{tasks[1]}" if tasks and tasks[1] > 1 else ""
-        line = (f"[{task}] trials {done}{total}{touched} | {best} | failed {failures} | "
+        line = (f"[{printable(task)}] trials {done}{total}{touched} | {best} | failed {failures} | "
                 f"{self.elapsed():.0f}s elapsed, ETA {eta_s}")
         if self.tty:
             pad = max(0, self.width - len(line))
@@ -70,7 +72,7 @@ class Progress:
     def note(self, text: str):
         """A line of its own (after close)."""
         if self.enabled:
-            self.stream.write(text + "\n")
+            self.stream.write(printable(text, keep="\n") + "\n")
             self.stream.flush()
 
     def close(self):

@@ -17,6 +17,7 @@ from typing import Callable
 from .. import te
 from ..registry import Registry
 from ..target import Target
+from ..text import printable
 from .database.base import Database
 from .tune import _database, compile_tir, tune_tir
 
@@ -69,7 +70,7 @@ class Task:
                 raise ValueError(f"{self.name} has not been tuned in this session; pass the "
                                  "work_dir (or database) that holds its records")
             return self.database
-        return _database(database, work_dir)
+        return _database(database, work_dir, create=False)
 
     def best_record(self, work_dir=None, *, database=None):
         db = self._db(work_dir, database)
@@ -85,9 +86,10 @@ class Task:
         """Print the best record's latency and its trace as Python schedule code."""
         import sys
         out = file or sys.stdout
+        name = printable(self.name)
         rec = self.best_record(work_dir, database=database)
         if rec is None:
-            print(f"{self.name}: no successful record yet", file=out)
+            print(f"{name}: no successful record yet", file=out)
             return
-        print(f"# {self.name}: best {rec.median_secs * 1e3:.4f} ms on {rec.target}", file=out)
-        print(rec.trace.simplified().as_python(), file=out)
+        print(f"# {name}: best {rec.median_secs * 1e3:.4f} ms on {printable(rec.target)}", file=out)
+        print(printable(rec.trace.simplified().as_python(), keep="\n"), file=out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import numbers
+import sys
 import warnings
 from pathlib import Path
 
@@ -15,11 +16,13 @@ from ..runtime.ndarray import compare, pack_args, random_args
 from ..schedule import ScheduleError
 from ..schedule.primitives.layout import PACKED
 from ..target import Target
+from ..text import printable
 from ..tir.func import PrimFunc
 from .builder.base import Builder
 from .context import TuneContext
 from .database.base import Database
-from .error import DatabaseWarning, TuneError
+from .database.work_dir import formats_in, open_work_dir
+from .error import DatabaseError, DatabaseWarning, TuneError
 from .replay import replay
 from .runner.base import EvaluatorConfig, Runner
 from .task_scheduler.base import TaskScheduler
@@ -29,23 +32,33 @@ class NoTuningRecordError(LookupError):
     """compile_tir found no usable record: never a silent fallback to an untuned kernel."""
 
 
-def _database(database, work_dir) -> Database:
-    """A database instance: the one given, a named one (kept in work_dir), or by default an
-    SQLite database in work_dir."""
+def _database(database, work_dir, *, create: bool = True) -> Database:
+    """A database instance: the one given, a named one (kept in work_dir), or the one
+    work_dir holds, whatever its kind. With `create` (tuning) a work dir without one gets a
+    new one (by default SQLite); without it (reading records) a missing work dir or database
+    is a DatabaseError naming the path."""
     if isinstance(database, Database):
         return database
-    name = database or "sqlite"
-    if name in ("json", "sqlite"):
-        if work_dir is None:
-            raise TuneError("pass work_dir= (tuning results are kept there, in an SQLite "
-                            "database by default) or database=")
-        try:
-            Path(work_dir).mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise TuneError(f"the work dir {work_dir} cannot be created ({e.strerror or e}); "
-                            "pass a directory this process can write as work_dir") from None
-        return Database.create(name, work_dir=str(work_dir))
-    return Database.create(name)
+    if database not in (None, "json", "sqlite"):
+        return Database.create(database)
+    if work_dir is None:
+        raise TuneError("pass work_dir= (tuning results are kept there, in an SQLite "
+                        "database by default) or database=")
+    found = formats_in(work_dir)
+    if not create or (found and database is None):
+        if create and len(found) > 1:
+            raise DatabaseError(f"{work_dir} holds both an SQLite and a JSON tuning database; "
+                                "pass database='sqlite' or 'json' to say which one to tune into")
+        if create and found != ("sqlite",):
+            warnings.warn(f"{work_dir} holds a JSON tuning database: tuning adds to it "
+                          "(database='json' says so and silences this note)", DatabaseWarning)
+        return open_work_dir(work_dir, database)
+    try:
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TuneError(f"the work dir {work_dir} cannot be created ({e.strerror or e}); "
+                        "pass a directory this process can write as work_dir") from None
+    return Database.create(database or "sqlite", work_dir=str(work_dir))
 
 
 def tune_tasks(tasks, *, work_dir=None, max_trials_global: int, num_trials_per_iter: int = 64,
@@ -78,7 +91,12 @@ def tune_tasks(tasks, *, work_dir=None, max_trials_global: int, num_trials_per_i
             except BuildError as e:
                 raise TuneError(f"task {t.task_name}: {e}") from None
     default = "cuda" if kinds == {"cuda"} else "local"
+    fresh = database in (None, "json", "sqlite") and work_dir is not None \
+        and not formats_in(work_dir)
     database = _database(database, work_dir)
+    if fresh and progress:
+        print(f"no tuning database in {printable(str(work_dir))} yet: created {database}",
+              file=sys.stderr)
     builder = Builder.create(builder or default)
     runner = Runner.create(runner or default)
     if runner.evaluator is not None:  # a runner that fixes the settings (a simulation table)

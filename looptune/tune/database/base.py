@@ -101,18 +101,84 @@ class TuningRecord:
             raise ValueError(f"tuning record format {obj.get('version')!r} is not "
                              f"{RECORD_FORMAT_VERSION}, the one this looptune reads (a record "
                              "of another looptune version: read it with that version)")
+        error_class, error_msg = obj.get("error_class"), obj.get("error_msg")
+        _check(error_class is None or error_class in ERROR_CLASSES, "error_class", error_class,
+               f"None or one of {ERROR_CLASSES}")
+        _check(error_msg is None or isinstance(error_msg, str), "error_msg", error_msg,
+               "None or a string")
+        _check(obj.get("sch_hash") is None or isinstance(obj["sch_hash"], str), "sch_hash",
+               obj.get("sch_hash"), "None or a string")
+        stamp = obj.get("time", 0.0)
+        _check(_real(stamp) and 0 <= stamp < math.inf, "time", stamp,
+               "a finite number of seconds since the epoch")
+        _check(isinstance(obj["args_info"], list), "args_info", obj["args_info"], "a list")
         return TuningRecord(
             workload=workload,
             trace=Trace.from_json(obj["trace"]),
             run_secs=_run_secs(obj["run_secs"]),
             target=Target.from_json(obj["target"]),
-            args_info=tuple(ArgInfo.from_json(a) for a in obj["args_info"]),
-            measure=dict(obj.get("measure") or {}),
-            error_class=obj.get("error_class"),
-            error_msg=obj.get("error_msg"),
-            time=float(obj.get("time", 0.0)),
+            args_info=tuple(_arg_info(a) for a in obj["args_info"]),
+            measure=_measure(obj.get("measure")),
+            error_class=error_class,
+            error_msg=error_msg,
+            time=float(stamp),
             sch_hash=obj.get("sch_hash"),
         )
+
+
+def _check(ok: bool, name: str, value, want: str) -> None:
+    """ValueError naming a stored field that no looptune writes: the record is skipped."""
+    if not ok:
+        shown = repr(value)
+        raise ValueError(f"{name} must be {want}, got {shown[:80]}{'...' if len(shown) > 80 else ''}")
+
+
+def _real(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _whole(x, lo: int, hi: int) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi
+
+
+MAX_THREADS = 4096  # more threads than any machine runs a kernel with: a damaged or forged value
+
+# Checks of the `measure` fields that change what is built or how a time is read (the
+# others are provenance, shown but never acted on): (test, what it must be).
+_MEASURE_FIELDS = {
+    "num_threads": (lambda v: v is None or _whole(v, 1, MAX_THREADS),
+                    f"None or a whole number of threads from 1 to {MAX_THREADS}"),
+    "number": (lambda v: _whole(v, 1, 2**31), "a whole number >= 1"),
+    "repeat": (lambda v: _whole(v, 1, 2**31), "a whole number >= 1"),
+    "min_repeat_ms": (lambda v: _real(v) and 0 <= v < math.inf, "a finite number >= 0"),
+    "enable_cpu_cache_flush": (lambda v: isinstance(v, bool), "true or false"),
+    "arg_offsets": (lambda v: v is None or (isinstance(v, list) and v and
+                                            all(_whole(x, 0, 4095) for x in v)),
+                    "None or a list of byte offsets"),
+    "calls_from": (lambda v: v in ("python", "c"), "'python' or 'c'"),
+    "aborted_early": (lambda v: isinstance(v, bool), "true or false"),
+    "run": (lambda v: v is None or isinstance(v, dict), "None or an object"),
+}
+
+
+def _measure(value) -> dict:
+    """A stored `measure` dict whose settings are plausible (a record claiming a billion
+    threads would build a kernel with them)."""
+    if value is None:
+        return {}
+    _check(isinstance(value, dict), "measure", value, "an object")
+    for key, (ok, want) in _MEASURE_FIELDS.items():
+        if key in value:
+            _check(ok(value[key]), f"measure.{key}", value[key], want)
+    return dict(value)
+
+
+def _arg_info(obj) -> ArgInfo:
+    _check(isinstance(obj, dict) and isinstance(obj.get("shape"), list)
+           and all(_whole(n, 0, 2**62) for n in obj["shape"]) and isinstance(obj.get("dtype"), str)
+           and isinstance(obj.get("name"), str), "args_info[i]", obj,
+           "an object with a name, a shape of whole numbers and a dtype")
+    return ArgInfo.from_json(obj)
 
 
 def _run_secs(values) -> tuple | None:
@@ -120,8 +186,8 @@ def _run_secs(values) -> tuple | None:
     negative or a NaN time would otherwise rank first."""
     if values is None:
         return None
-    if not isinstance(values, list) or not values:
-        raise ValueError(f"run_secs must be a non-empty list of seconds, got {values!r}")
+    _check(isinstance(values, list) and values and all(_real(x) for x in values), "run_secs",
+           values, "a non-empty list of seconds")
     secs = tuple(float(x) for x in values)
     if not all(0 < x < math.inf for x in secs):
         raise ValueError(f"run_secs must be positive and finite, got {list(secs)}")

@@ -3,12 +3,15 @@
     database_workload.json       one Workload.to_json() per line ({"key", "name", "func"})
     database_tuning_record.json  one TuningRecord.to_json() per line (its "workload" is a key)
 
-Every line is appended by a single os.write on an O_APPEND descriptor, so concurrent writers
-do not interleave and a killed writer leaves at most a partial last line. Opening reports a
-corrupt line (file and line number) as a warning and skips it; it is never fatal.
+Writers append each line under an exclusive flock of the file and readers read under a
+shared one, so several processes may write at once, no reader sees half a line, and a line is
+never lost to another writer. Nothing ever truncates or rewrites a file: a writer killed or out
+of disk space mid-line leaves an incomplete line, which the next append ends, and which opening
+reports (file and line number) as a warning and skips, with the lines after it kept.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from pathlib import Path
@@ -26,6 +29,8 @@ class JSONDatabase(Database):
     def __init__(self, work_dir, module_equality: str = "structural"):
         super().__init__(module_equality)
         self.work_dir = Path(work_dir)
+        from .work_dir import check_kind
+        check_kind(self.work_dir, "json")
         try:
             self.work_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -90,48 +95,68 @@ class JSONDatabase(Database):
 def _read_lines(path: Path, skipper: Skipper):
     """(line number, parsed object) of every line that parses; bad lines are reported."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            fcntl.flock(f, fcntl.LOCK_SH)  # no writer is half-way through a line
+            data = f.read()
     except FileNotFoundError:
         return
+    except OSError as e:
+        raise DatabaseError(f"cannot read {path} ({e.strerror or e}); check that this process "
+                            "may read the work dir") from None
+    last = data.count(b"\n") + 1
     for lineno, raw in enumerate(data.split(b"\n"), 1):
         if not raw.strip():
             continue
         try:
             obj = json.loads(raw)
         except (ValueError, RecursionError) as err:  # also UnicodeDecodeError; too deep
-            partial = lineno == data.count(b"\n") + 1
-            skipper.skip(f"line {lineno}", f"{'partial last line' if partial else 'corrupt line'}"
-                                           f": {type(err).__name__}: {err}")
+            what = "partial last line" if lineno == last else \
+                "corrupt line (or one a writer killed or out of disk space left incomplete)"
+            skipper.skip(f"line {lineno}", f"{what}: {type(err).__name__}: {err}")
             continue
         yield lineno, obj
 
 
 def _append_line(path: Path, obj: dict) -> None:
-    """Append one line with a single write. If a killed writer left a partial last line, the
-    new line starts on a fresh line so only the partial one is lost. A write that fails (disk
-    full, read-only file) is undone and raises DatabaseError; earlier lines are untouched."""
+    """Append one line under an exclusive lock of the file. If a killed writer left an
+    incomplete last line, the new line starts on a fresh one. A write that fails (disk full,
+    read-only file) raises DatabaseError; what it wrote is ended as a line of its own, which
+    readers skip, and nothing is truncated: other writers' lines after ours stay."""
     data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
     try:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     except OSError as e:
         raise DatabaseError(f"cannot open {path} to add a record ({e.strerror or e}); make the "
                             "work dir writable or choose another one") from None
-    size = None
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
-        n = os.write(fd, data)
-        if n != len(data):
-            raise OSError(28, "No space left on device (short write)")
+        _write_all(fd, data, size)
     except OSError as e:
-        if size is not None:
-            try:
-                os.ftruncate(fd, size)  # drop the partial line
-            except OSError:
-                pass
         raise DatabaseError(f"cannot add a record to {path} ({e.strerror or e}); free disk "
                             "space or choose another work dir: the records already stored are "
                             "kept") from None
     finally:
-        os.close(fd)
+        os.close(fd)  # releases the lock
+
+
+def _write_all(fd: int, data: bytes, size: int) -> None:
+    """Write all of data at the end of the file (`size` bytes before); after a failure, try
+    to end what was written with a newline (if that fails too, the next append starts with
+    one)."""
+    done = 0
+    try:
+        while done < len(data):
+            n = os.write(fd, data[done:])
+            if n <= 0:
+                raise OSError(28, "No space left on device (short write)")
+            done += n
+    except OSError:
+        try:
+            if os.fstat(fd).st_size > size:
+                os.write(fd, b"\n")
+        except OSError:
+            pass
+        raise

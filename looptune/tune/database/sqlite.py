@@ -46,6 +46,8 @@ class SQLiteDatabase(Database):
             if work_dir is None:
                 raise DatabaseError("SQLiteDatabase needs a path or a work_dir "
                                     f"(the file is then work_dir/{DEFAULT_FILE})")
+            from .work_dir import check_kind
+            check_kind(work_dir, "sqlite")
             try:
                 Path(work_dir).mkdir(parents=True, exist_ok=True)
             except OSError as e:
