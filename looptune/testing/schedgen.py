@@ -208,6 +208,14 @@ def _set_scope(sch, rng, b):
     sch.set_scope(b, 0, rng.choice(["global", "local"]))
 
 
+def _permute_layout(sch, rng, b):
+    block = sch.get(b)
+    if block.writes:
+        order = list(range(len(block.writes[0].buffer.shape)))
+        rng.shuffle(order)
+        sch.permute_layout(b, 0, order)
+
+
 def _child_blocks(sch, rng, b):
     """Apply a loop action to a block found through get_child_blocks."""
     loop = _loop(sch, rng, b, bias="outer")
@@ -224,6 +232,7 @@ ACTIONS = (
     (_compute_inline, 3), (_reverse_compute_inline, 2), (_compute_at, 5),
     (_reverse_compute_at, 3), (_cache_read, 2), (_cache_write, 2), (_decompose_reduction, 2),
     (_rfactor, 2), (_storage_align, 2), (_set_scope, 1), (_child_blocks, 1),
+    (_permute_layout, 1),
 )
 
 
