@@ -156,6 +156,18 @@ def test_one_line_per_run_or_per_strategy():
     assert labels("auto") == labels("run")  # few runs: one line each
 
 
+def test_the_histogram_counts_whole_records():
+    pytest.importorskip("matplotlib")
+    from looptune.report import task_figure
+    db = MemoryDatabase()
+    add_run(db, func_of(), [3.0, 2.0, 1.0])  # three records: matplotlib would tick 0.5s
+    (task,) = collect(db)
+    fig = task_figure(task)
+    fig.canvas.draw()
+    ticks = fig.axes[2].get_yticks()
+    assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
+
+
 def test_report_command_writes_a_png_and_a_self_contained_page(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     from matplotlib.image import imread

@@ -101,6 +101,8 @@ def _histogram(ax, task, name: str, per: float) -> None:
     else:
         bins = 30
     ax.hist(lat, bins=bins, color="C0", alpha=0.8)
+    from matplotlib.ticker import MaxNLocator
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: never "0.5 records"
     ax.axvline(lo, color="C3", linestyle="--", linewidth=1, label=f"best {lo:.4g} {name}")
     ax.legend(fontsize=7)
     ax.grid(True, alpha=0.3)
