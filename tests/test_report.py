@@ -117,9 +117,14 @@ def test_records_of_a_tuning_run_say_which_run_and_strategy_made_them():
     fake_tune(f, 8, db, seed=3, strategy="replay-trace")
     fake_tune(f, 16, db, seed=4, cost_model="random")
     runs = collect(db)[0].runs
-    assert [r.label for r in runs] == ["replay-trace seed 3", "evolutionary/random seed 4"]
+    # the second call resumed the first (16 trials in all): it goes on from trial 9 and
+    # from the first run's best, not from scratch
+    assert [r.label for r in runs] == ["replay-trace seed 3",
+                                       "evolutionary/random seed 4 (resumed after 8 trials)"]
     assert [len(r.records) for r in runs] == [8, 8]
     assert all(r.start is not None and r.start <= r.records[0].time for r in runs)
+    assert list(runs[1].trial_numbers()) == list(range(9, 17))
+    assert runs[1].curve()[0] <= runs[0].curve()[-1]
 
 
 # ---------------------------------------------------------------------------- pictures
@@ -135,6 +140,16 @@ def report_db(path):
                                          sch_hash="x"))
     db.close()
     return path
+
+
+def test_report_reads_several_work_dirs_together(tmp_path, capsys):
+    a, b = SQLiteDatabase(work_dir=str(tmp_path / "a")), SQLiteDatabase(work_dir=str(tmp_path / "b"))
+    add_run(a, func_of(), [3.0, 2.0], seed=0)
+    add_run(b, func_of(), [1.5, 1.0], strategy="evolutionary/xgb", seed=1, t0=2000)
+    a.close(), b.close()
+    assert main(["report", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "replay-trace seed 0" in out and "evolutionary/xgb seed 1" in out
 
 
 def test_one_line_per_run_or_per_strategy():

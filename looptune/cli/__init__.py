@@ -67,7 +67,8 @@ def parser() -> argparse.ArgumentParser:
                         "a histogram of measured latencies, trials to 90/95/99% of the best "
                         "and the best schedule as code. Prints a summary; --png and --html "
                         "need matplotlib (pip install 'looptune[plot]').")
-    rp.add_argument("work_dir", help="a work dir (or an SQLite database file)")
+    rp.add_argument("work_dir", nargs="+", help="work dirs (or SQLite database files): "
+                    "their records are reported together")
     rp.add_argument("--html", help="write a self-contained HTML page here")
     rp.add_argument("--png", help="write every task's figures into one PNG here")
     rp.add_argument("--by", default="auto", choices=["auto", "run", "strategy"],

@@ -1,5 +1,6 @@
-"""`looptune report WORK_DIR`: what a tuning database holds, per task: best-so-far curves,
-latencies, trials to 90/95/99% of the best, the best schedule; as text, PNG or HTML."""
+"""`looptune report WORK_DIR [WORK_DIR ...]`: what tuning databases hold, per task (the
+records of several work dirs together): best-so-far curves, latencies, trials to 90/95/99%
+of the best, the best schedule; as text, PNG or HTML."""
 from __future__ import annotations
 
 from .db import open_database
@@ -8,8 +9,10 @@ from .tune import CLIError
 
 def run(args) -> int:
     from ..report import collect, require_matplotlib, summary, write_html, write_png
-    db = open_database(args.work_dir)
-    tasks = collect(db)
+    dirs = args.work_dir if isinstance(args.work_dir, list) else [args.work_dir]
+    records = [r for d in dirs for r in open_database(d).get_all_tuning_records()]
+    records.sort(key=lambda r: r.time or 0.0)  # runs in the order they were measured
+    tasks = collect(records)
     print(summary(tasks, args.by))
     if args.html or args.png:
         try:
@@ -20,7 +23,8 @@ def run(args) -> int:
         write_png(tasks, args.png, group=args.by)
         print(f"wrote {args.png}")
     if args.html:
-        write_html(tasks, args.html, title=f"looptune report: {args.work_dir}",
-                   source=str(args.work_dir), group=args.by)
+        where = ", ".join(str(d) for d in dirs)
+        write_html(tasks, args.html, title=f"looptune report: {where}", source=where,
+                   group=args.by)
         print(f"wrote {args.html}")
     return 0

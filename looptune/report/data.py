@@ -48,6 +48,8 @@ class Run:
     seed: int | None
     start: float | None            # time.time() when the run began (None: not recorded)
     records: list = field(default_factory=list)
+    prior: int = 0                 # the task's trials in the database before this run
+    prior_best: float = math.inf   # and their best time: a resumed run goes on from there
 
     @property
     def simulated(self) -> bool:
@@ -58,11 +60,17 @@ class Run:
         if self.id is None:
             return "earlier records (run not recorded)"
         seed = "" if self.seed is None else f" seed {self.seed}"
-        return f"{self.strategy}{seed}" + (" (simulated)" if self.simulated else "")
+        resumed = f" (resumed after {self.prior} trials)" if self.prior else ""
+        return f"{self.strategy}{seed}" + (" (simulated)" if self.simulated else "") + resumed
 
     def curve(self) -> list:
-        """Best-so-far seconds after each trial."""
-        return best_so_far([r.median_secs for r in self.records])
+        """Best-so-far seconds after each of its trials (from the earlier runs' best, when
+        it resumed)."""
+        return best_so_far([self.prior_best] + [r.median_secs for r in self.records])[1:]
+
+    def trial_numbers(self) -> range:
+        """The task's trial number of each record: a resumed run's first is prior + 1."""
+        return range(self.prior + 1, self.prior + len(self.records) + 1)
 
     def elapsed(self) -> list:
         """Wall seconds from the run's start (or its first record) to each record."""
@@ -103,8 +111,10 @@ class TaskReport:
         return [r.median_secs for r in self.ok]
 
     def trials_to(self, run: Run, fractions=FRACTIONS) -> dict:
-        """trials_to_fraction of the run against the best time of the task (any run)."""
-        return trials_to_fraction(run.curve(), self.best_secs, fractions)
+        """trials_to_fraction of the run against the best time of the task (any run), in
+        the task's trial numbers (a resumed run counts the trials before it)."""
+        got = trials_to_fraction(run.curve(), self.best_secs, fractions)
+        return {x: None if n is None else n + run.prior for x, n in got.items()}
 
     def strategies(self) -> dict:
         """{strategy: [runs]}, in order of first appearance."""
@@ -183,13 +193,17 @@ def collect(database_or_records) -> list:
 
 def _runs(records) -> list:
     runs: dict = {}
+    best = math.inf  # of the records before each run's first
     for r in records:
         info = r.measure.get("run") or {}
         rid = info.get("id")
         if rid not in runs:
+            prior = info.get("prior_trials") or 0
             runs[rid] = Run(rid, info.get("strategy") or UNKNOWN, info.get("seed"),
-                            info.get("start"))
+                            info.get("start"), prior=prior,
+                            prior_best=best if prior else math.inf)
         runs[rid].records.append(r)
+        best = min(best, r.median_secs)
     return list(runs.values())
 
 

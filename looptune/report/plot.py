@@ -57,7 +57,7 @@ def draw_task(axes, task, group: str = "auto") -> None:
             c = colors[i % 10]
             curve = _ms(run.curve())
             worst = max([worst, *(v for v in curve if math.isfinite(v))])
-            ax_n.plot(range(1, len(curve) + 1), curve, color=c, drawstyle="steps-post",
+            ax_n.plot(run.trial_numbers(), curve, color=c, drawstyle="steps-post",
                       label=run.label)
             if not run.simulated:
                 ax_t.plot(run.elapsed(), curve, color=c, drawstyle="steps-post", label=run.label)

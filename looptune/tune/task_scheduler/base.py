@@ -34,6 +34,7 @@ class TaskState:
     weight: float = 1.0
     workload: object = None
     trials: int = 0                  # measured candidates, earlier runs included
+    prior_trials: int = 0            # those of earlier runs
     batches: int = 0                 # batches measured in this run
     default_secs: float = math.inf   # the default schedule's time (its baseline record)
     failures: int = 0
@@ -264,7 +265,7 @@ class TaskScheduler:
         t.default_secs = min((r.median_secs for r in comparable if r.baseline), default=math.inf)
         done = [r for r in done if not r.baseline]  # a baseline is not a trial
         comparable = [r for r in comparable if not r.baseline]
-        t.trials = len(done)
+        t.trials = t.prior_trials = len(done)
         t.failures = sum(not r.ok for r in done)
         best = min(comparable, key=lambda r: r.median_secs, default=None)
         if best is not None and best.ok:
@@ -286,17 +287,18 @@ class TaskScheduler:
             t.reference = build_reference(builder, ctx.func, ctx.target, ctx.task_name)
         return t.reference
 
-    def run_info(self, ctx) -> dict:
+    def run_info(self, ctx, prior_trials: int = 0) -> dict:
         """What every record of this run says about it (`measure["run"]`), so that reports
         can tell runs and strategies apart: an id per tune() call, when it started, the task,
-        the search strategy (and cost model) and the seed."""
+        the search strategy (and cost model), the seed, and the task's trials in the database
+        before it (a resumed run goes on from there)."""
         strat = ctx.search_strategy
         name = getattr(strat, "registered_name", type(strat).__name__)
         model = getattr(strat, "cost_model", None)
         if model is not None:
             name += "/" + getattr(model, "registered_name", type(model).__name__)
         return {"id": self.run_id, "start": self.start, "task": ctx.task_name,
-                "strategy": name, "seed": ctx.seed}
+                "strategy": name, "seed": ctx.seed, "prior_trials": prior_trials}
 
     def _measurements(self, task: TaskState, runner, evaluator, abort_ratio) -> Measurements:
         if task.measurements is None:
@@ -337,7 +339,8 @@ class TaskScheduler:
             with self._phase("run"):
                 res = meas.run(b, sch, sch_hash, best_secs=math.inf, reference=None)
             measure = {**meas.settings(res, b.source_hash if b.ok else None),
-                       "run": self.run_info(t.context), "baseline": "default schedule"}
+                       "run": self.run_info(t.context, t.prior_trials),
+                       "baseline": "default schedule"}
             record = TuningRecord(
                 workload=t.workload, trace=sch.trace, run_secs=res.run_secs,
                 target=t.context.target, args_info=t.args_info, measure=measure,
@@ -364,7 +367,7 @@ class TaskScheduler:
                                                  lowered=c.lowered(ctx.target)) for c in to_build])
                      if to_build else ())
         self.phase_secs["build"] += time.perf_counter() - t0
-        run_info = self.run_info(ctx)
+        run_info = self.run_info(ctx, task.prior_trials)
         meas = self._measurements(task, runner, evaluator, abort_ratio)
         results = []
         task.batch_records = []
