@@ -306,8 +306,8 @@ def test_processes_compiling_and_exporting_one_model_on_a_cold_cache_agree(model
             [sys.executable, "-c", COMPILER, str(go), str(tmp_path / "x.npy"),
              str(tmp_path / "want.npy"), str(tmp_path / f"export{round_}")],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(cache))
-            for _ in range(3)]
-        time.sleep(2.0)  # all three have imported looptune
+            for _ in range(4)]  # the soak: four processes at once
+        time.sleep(2.0)  # all four have imported looptune
         go.touch()
         for p in procs:
             out, err = p.communicate(timeout=300)
