@@ -20,7 +20,11 @@ EXTENSION_POINTS = [
     ("tune/runner/base.py", "Runner"),
     ("tune/builder/base.py", "Builder"),
     ("tune/task_scheduler/base.py", "TaskScheduler"),
+    ("tune/feature/base.py", "FeatureExtractor"),
     ("template/tuner/base.py", "Tuner"),
+    ("backend/base.py", "Backend"),
+    ("dlight/base.py", "Rule"),
+    ("graph/op/base.py", "GraphOp"),
 ]
 # single methods the user calls first, named by the issue
 ENTRY_POINTS = [("tune/task.py", "Task", "tune")]
