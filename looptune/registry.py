@@ -14,6 +14,9 @@ from collections.abc import MutableMapping
 
 
 class Registry(MutableMapping):
+    """Named things of one kind (module docstring). `error` is what lookups raise; `hint` ends
+    that message, saying how to register one."""
+
     def __init__(self, kind: str, *, error: type = KeyError, hint: str = ""):
         self.kind = kind
         self.error = error    # what lookup and create raise for an unknown name

@@ -138,9 +138,13 @@ class Backend:
         raise NotImplementedError
 
     def render(self, func: PrimFunc, lowered, *, meta: dict | None = None) -> Source:
+        """The source text of `lowered` (this backend's lower of `func`), with `meta` as its
+        header comment; a Source names the kernel's entry point."""
         raise NotImplementedError
 
     def compile(self, source: Source, *, flags=None, timeout: float | None = None) -> Artifact:
+        """An Artifact built from `source` (a cached one when the same source and flags were
+        built before); BuildError when the compiler fails or runs past `timeout`."""
         raise NotImplementedError
 
     def load(self, artifact: Artifact, args, *, source: str = ""):

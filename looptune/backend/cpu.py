@@ -45,6 +45,9 @@ def isa_flags(target) -> list:
 
 @Backend.registry.register("cpu")
 class CPUBackend(Backend):
+    """The Backend of target kind "cpu" (module docstring): C with OpenMP, built with the
+    Target's ISA flags."""
+
     kind = "cpu"
 
     def _lower_loops(self, func):

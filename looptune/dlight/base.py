@@ -17,11 +17,15 @@ DEFAULT_RULES = {
 
 
 class Rule:
+    """The interface of a default-schedule rule: `apply`; register with
+    `@Rule.registry.register(name)` and list it in DEFAULT_RULES."""
+
     registry = Registry("dlight rule", error=ValueError,
                         hint="; register one with @Rule.registry.register(name)")
 
     @classmethod
     def create(cls, spec, **kwargs) -> "Rule":
+        """A rule from its registered name ("gpu-matmul"), class or instance."""
         return cls.registry.create(spec, Rule, **kwargs)
 
     def apply(self, func_or_sch, target) -> Schedule | None:
@@ -31,6 +35,7 @@ class Rule:
 
     @property
     def name(self) -> str:
+        """The registered name (the class name of an unregistered rule)."""
         return getattr(type(self), "registered_name", type(self).__name__)
 
     def __repr__(self):

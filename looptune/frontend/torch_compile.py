@@ -105,6 +105,8 @@ def _freeze(torch, gm, example_inputs):
     keep = [i for i in range(len(example_inputs)) if i not in params]
 
     class Frozen(torch.nn.Module):
+        """The FX graph module with its module-state inputs held as buffers."""
+
         input_positions = keep
 
         def __init__(self):
@@ -170,6 +172,8 @@ def _partitioned(torch, ep, frozen, inputs, options, err: UnsupportedOperators):
                       + (f": {why}" if why else ""), stacklevel=3)
 
     class Support(OperatorSupportBase):
+        """The operators the partitioner may give looptune."""
+
         def is_node_supported(self, submodules, node) -> bool:
             return _supported(node) and str(node.target) not in err.problems
 
@@ -197,6 +201,8 @@ def _inputs_of_parts(torch, parts, inputs) -> dict:
     seen = {}
 
     class Recorder(torch.fx.Interpreter):
+        """Runs `parts` and keeps the first arguments of each fused part."""
+
         def call_module(self, target, args, kwargs):
             if target.startswith("fused_") and target not in seen:
                 seen[target] = [a for a in args]
@@ -209,6 +215,8 @@ def _inputs_of_parts(torch, parts, inputs) -> dict:
 
 def _Part(torch, run):
     class Part(torch.nn.Module):
+        """A fused part run by looptune's compiled code."""
+
         def forward(self, *args):
             return run(*args)
     return Part()

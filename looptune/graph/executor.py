@@ -46,6 +46,10 @@ def semantic_hash(desc: dict) -> str:
 
 
 class CompiledModel:
+    """A model compiled into one shared library (compile_model, or looptune.load of an exported
+    one): call it with numpy arrays, from several threads at once if you like; `export`,
+    `profile` and `set_num_threads` as needed."""
+
     def __init__(self, lib_path, desc: dict, *, threads_from: str = "the model's description"):
         """`threads_from`: where desc["num_threads"] came from (for its messages)."""
         self.lib_path = Path(lib_path)

@@ -44,6 +44,8 @@ _CHEAP = ("isnan", "where", "add", "sub", "mul", "relu")
 
 @dataclass
 class FusedGroup:
+    """Nodes that become one kernel, in order; the last one's output is the group's."""
+
     nodes: list = field(default_factory=list)
     kinds: set = field(default_factory=set)
 

@@ -30,6 +30,8 @@ class GraphError(ValueError):
 
 @dataclass(frozen=True)
 class TensorType:
+    """The static type of a Value: its shape and dtype."""
+
     shape: tuple
     dtype: str = "float32"
 
@@ -104,6 +106,9 @@ class Node:
 
 
 class Graph:
+    """A model: inputs, nodes in topological order, outputs (module docstring). Build one with
+    GraphBuilder or a frontend; it checks its wiring when made."""
+
     def __init__(self, name: str, inputs: list, nodes: list, outputs: list):
         self.name = name
         self.inputs = list(inputs)

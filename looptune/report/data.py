@@ -80,6 +80,9 @@ class Run:
 
 @dataclass(eq=False)
 class TaskReport:
+    """One task of a report: its records in commit order, grouped into runs, and the best of
+    them."""
+
     name: str
     workload: object               # Workload
     target: object                 # Target

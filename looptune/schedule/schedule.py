@@ -57,6 +57,9 @@ class Checkpoint:
 
 
 class Schedule:
+    """Transforms a PrimFunc by primitives, recording each in `trace` (module docstring). `seed`
+    drives every sampling instruction; the same seed and trace give the same schedule."""
+
     def __init__(self, func: PrimFunc, *, seed: int | None = None):
         self.state = State(func)
         self.original = func

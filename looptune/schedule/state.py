@@ -18,6 +18,8 @@ REMOVE = object()  # replacement marker: drop the node from its parent
 
 @dataclass(slots=True)
 class Entry:
+    """Where one loop or block sits: the node and its ancestors."""
+
     node: Stmt                 # the For or BlockRealize
     parents: tuple             # ancestors from the function body down to the direct parent
 
@@ -37,6 +39,9 @@ class Index:
 
 
 class State:
+    """The current function of a schedule, with a lazily built Index, and the tree surgery
+    primitives use; the function is replaced, never mutated."""
+
     def __init__(self, func: PrimFunc):
         if not isinstance(func, PrimFunc):
             raise TypeError(f"Schedule needs a PrimFunc (from te.create_prim_func), got "

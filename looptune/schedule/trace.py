@@ -26,11 +26,15 @@ class RV:
 
 
 class BlockRV(RV):
+    """A handle to a block of a schedule (stays valid while the block exists)."""
+
     __slots__ = ()
     prefix = "b"
 
 
 class LoopRV(RV):
+    """A handle to a loop of a schedule (stays valid until a primitive replaces the loop)."""
+
     __slots__ = ()
     prefix = "l"
 
@@ -85,6 +89,9 @@ def instruction(name: str, method: str, *, inputs=(), attrs=(), pure=False, samp
 
 @dataclass(frozen=True, eq=False)
 class Instruction:
+    """One step of a trace: its kind, input handles and values, attributes and output handles.
+    Its sampling decision, if any, is kept in the trace."""
+
     kind: InstructionKind
     inputs: tuple
     attrs: tuple

@@ -31,6 +31,10 @@ class TargetError(ValueError):
 
 @dataclass(frozen=True)
 class Target:
+    """What code is compiled and tuned for: the one source of ISA facts (vector width, features,
+    cores, cache sizes, GPU limits). `Target.create("cpu")` detects this machine; it round-trips
+    through JSON."""
+
     kind: str = "cpu"              # "cpu" or "cuda"
     model: str = ""                # CPU model name or GPU name
     arch: str = ""                 # "x86_64", "aarch64", or "sm_90" for GPUs

@@ -22,6 +22,8 @@ _TENSOR_OF_BUFFER: "weakref.WeakValueDictionary[int, Tensor]" = weakref.WeakValu
 
 @dataclass(frozen=True, eq=False, repr=False)
 class PlaceholderOp:
+    """The op of an input tensor (te.placeholder): a name, no computation."""
+
     name: str
 
 

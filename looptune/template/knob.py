@@ -373,6 +373,9 @@ class KnobEntity:
 
 
 class SplitEntity(KnobEntity):
+    """The value of a `define_split` knob: split factors (`size`), outermost first; `apply`
+    splits the loop by them."""
+
     @property
     def size(self) -> list:
         return self.val
@@ -398,6 +401,9 @@ class SplitEntity(KnobEntity):
 
 
 class OtherOptionEntity(KnobEntity):
+    """The value of a `define_knob` knob (`val`); `apply` gives it as the schedule should use
+    it, so the trace shows where."""
+
     def apply(self, sch):
         """The value as the schedule sees it: a sampled value (ExprRV) for an int, so that the
         trace shows where it is used (`sch.annotate(b, key, cfg["x"].apply(sch))`); any other
@@ -407,6 +413,9 @@ class OtherOptionEntity(KnobEntity):
 
 
 class ReorderEntity(KnobEntity):
+    """The value of a `define_reorder` knob: a permutation of its loops (`perm`); `apply`
+    reorders them."""
+
     @property
     def perm(self) -> list:
         return self.val
@@ -425,6 +434,9 @@ class ReorderEntity(KnobEntity):
 
 
 class AnnotateEntity(KnobEntity):
+    """The value of a `define_annotate` knob: "unroll", "vec" or "none" per loop (`anns`);
+    `apply` annotates the loops."""
+
     @property
     def anns(self) -> list:
         return self.val

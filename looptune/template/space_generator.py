@@ -21,6 +21,9 @@ from .space import ConfigEntity, config_of_trace
 
 @SpaceGenerator.registry.register("template")
 class TemplateSpace(SpaceGenerator):
+    """A template task's knobs as the design space ("template"): searched by the template
+    strategies only, which run the template once per config."""
+
     def __init__(self, task=None):
         from .task import TemplateTask
         if not isinstance(task, TemplateTask):

@@ -50,6 +50,9 @@ class Case:
 
 @dataclass
 class Outcome:
+    """What checking one case gave: ok, refused (a ScheduleError), a miscompile or a crash, and
+    the stage it happened in."""
+
     kind: str         # ok | refused | miscompile | crash
     stage: str = ""   # workload, schedule, replay, lower, interpret, codegen, compile, run
     message: str = ""

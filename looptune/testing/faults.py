@@ -142,6 +142,9 @@ class Outcome:
 
 @dataclass
 class FaultReport:
+    """What a fault-injection run found: one outcome per injected fault, and whether the run and
+    its best record stayed sound."""
+
     outcomes: list = field(default_factory=list)  # one Outcome per injected fault, in order
     not_measured: list = field(default_factory=list)  # kinds the budget did not reach
     good: int = 0               # records of candidates without a fault that were measured

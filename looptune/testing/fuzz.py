@@ -33,6 +33,8 @@ __all__ = ["Case", "Failure", "Fuzzer", "Outcome", "case_from_json", "case_to_js
 # ------------------------------------------------------------------------------ a run
 @dataclass
 class Failure:
+    """A case that failed, its outcome, its shrunk form and where it was saved."""
+
     case: Case
     outcome: Outcome
     shrunk: Case | None = None

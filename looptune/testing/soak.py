@@ -152,6 +152,9 @@ def snapshot(work_dir) -> Snapshot:
 
 @dataclass
 class SoakReport:
+    """What a soak run found: kills, records lost, failed opens and the state of the database at
+    the end; `ok` says all is well."""
+
     kills: int = 0
     kills_while_tuning: int = 0   # kills of a run that had committed records of its own
     lost: int = 0                 # records committed (seen in the database, or announced

@@ -23,6 +23,8 @@ SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 15, 16, 17, 19, 23)
 
 @dataclass
 class Workload:
+    """A random workload built from its spec: the PrimFunc and its numpy reference."""
+
     spec: dict
     func: PrimFunc
     reference: Callable  # reference(*input_arrays) -> expected output (numpy)

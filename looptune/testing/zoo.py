@@ -18,6 +18,8 @@ from typing import Callable
 
 @dataclass(frozen=True)
 class ZooModel:
+    """One architecture of the zoo: how to build it, and its family, source and tier."""
+
     name: str
     family: str          # "cnn", "transformer", "audio"
     source: str          # "torchvision", "transformers", "torch"
@@ -78,6 +80,8 @@ class _LastHidden:
         torch = _torch()
 
         class Wrapped(torch.nn.Module):
+            """A Hugging Face model that returns its last hidden state only."""
+
             def __init__(self, inner):
                 super().__init__()
                 self.inner = inner
@@ -128,6 +132,8 @@ def _m5():
     from torch import nn
 
     class M5(nn.Module):
+        """The M5 network (named as in torchaudio's tutorial)."""
+
         def __init__(self, n_output=35, stride=16, n_channel=32):
             super().__init__()
             self.conv1 = nn.Conv1d(1, n_channel, kernel_size=80, stride=stride)

@@ -66,6 +66,8 @@ _OPERANDS = (ExprOps, int, float)
 
 
 class PrimExpr(ExprOps):
+    """Base of every expression node: it has a dtype, Python operators build new nodes
+    (ExprOps), and repr prints it as the script does."""
     __slots__ = ()
     dtype: str
 
@@ -80,18 +82,22 @@ def _node(cls):
 
 @_node
 class IntImm(PrimExpr):
+    """An integer or bool constant."""
     value: int
     dtype: str = "int32"
 
 
 @_node
 class FloatImm(PrimExpr):
+    """A floating-point constant (rounded to its dtype by `const`)."""
     value: float
     dtype: str = "float32"
 
 
 @_node
 class Var(PrimExpr):
+    """A scalar variable; two Vars are the same only if they are the same object (names may
+    clash)."""
     name: str
     dtype: str = "int32"
 
@@ -120,12 +126,14 @@ class Binary(PrimExpr):
 
 @_node
 class Not(PrimExpr):
+    """Logical negation of a bool expression."""
     a: PrimExpr
     dtype: str = "bool"
 
 
 @_node
 class Cast(PrimExpr):
+    """`value` converted to `dtype`."""
     value: PrimExpr
     dtype: str
 
@@ -154,6 +162,7 @@ INDEX_CHECK_OP = "lt_check_index"
 
 @_node
 class BufferLoad(PrimExpr):
+    """The element of `buffer` at `indices` (one per dimension)."""
     buffer: Buffer
     indices: tuple
     dtype: str
@@ -170,6 +179,7 @@ class Ramp(PrimExpr):
 
 @_node
 class Broadcast(PrimExpr):
+    """The vector of `lanes` copies of a scalar `value`."""
     value: PrimExpr
     lanes: int
     dtype: str

@@ -36,6 +36,9 @@ class Names:
 
 
 class Printer:
+    """Renders IR nodes as text (`func.script()`, repr); its Names give every Var and Buffer one
+    unique name within one printout."""
+
     def __init__(self, names: Names | None = None):
         self.name = names or Names()
         self.lines: list[str] = []

@@ -16,6 +16,7 @@ LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
 
 
 class Stmt:
+    """Base of every statement node; repr prints it as the script does."""
     __slots__ = ()
 
     def __repr__(self):
@@ -61,6 +62,7 @@ class BufferRegion:
 
 @_node
 class BufferStore(Stmt):
+    """`buffer[indices] = value`."""
     buffer: Buffer
     value: PrimExpr
     indices: tuple
@@ -68,11 +70,13 @@ class BufferStore(Stmt):
 
 @_node
 class SeqStmt(Stmt):
+    """Statements run one after another."""
     stmts: tuple
 
 
 @_node
 class IfThenElse(Stmt):
+    """`if cond: then_case else: else_case` (else_case may be None)."""
     cond: PrimExpr
     then_case: Stmt
     else_case: Stmt | None = None
@@ -98,6 +102,8 @@ class For(Stmt):
 
 @_node
 class Block(Stmt):
+    """A block (module docstring): its iteration variables, the regions it reads and writes, its
+    body and optional reduction `init`."""
     name: str
     iter_vars: tuple
     reads: tuple
@@ -117,6 +123,8 @@ class Block(Stmt):
 
 @_node
 class BlockRealize(Stmt):
+    """A block placed in the loop nest: its iteration variables bound to `iter_values`, run only
+    where `predicate` holds."""
     iter_values: tuple
     predicate: PrimExpr
     block: Block

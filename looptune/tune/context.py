@@ -13,6 +13,10 @@ from .space_generator.base import SpaceGenerator
 
 @dataclass(eq=False)
 class TuneContext:
+    """One task to tune: a workload, its target, and the space generator and search strategy
+    (names or instances) that tune it, initialized with this context. `seed` None draws one;
+    `flops` None counts them."""
+
     func: PrimFunc
     target: Target = field(default_factory=lambda: Target.create("cpu"))
     space_generator: SpaceGenerator | str = "post-order-apply"

@@ -10,6 +10,9 @@ from ..text import printable
 
 
 class Progress:
+    """The live progress line of a tuning run; `note` prints a line above it. enabled=False
+    keeps it silent."""
+
     def __init__(self, total: int | None, max_time_s: float | None, *, stream=None,
                  enabled: bool = True, interval_s: float = 5.0):
         self.total = total

@@ -9,5 +9,7 @@ from .error import TuneError
 
 
 class Registry(registry.Registry):
+    """A looptune.Registry whose lookups raise TuneError."""
+
     def __init__(self, kind: str):
         super().__init__(kind, error=TuneError)

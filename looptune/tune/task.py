@@ -60,6 +60,10 @@ class Task:
         return f"Task({self.name}, target={self.target})"
 
     def tune(self, work_dir=None, *, max_trials: int = 64, **kwargs) -> Database:
+        """Tune this task for up to `max_trials` trials into `work_dir` (an SQLite database
+        unless it holds another; a work dir with records resumes) and return the database, which
+        best_record, apply_best and print_best then use by default. Other options (seed,
+        max_time_s, strategy, ...) go to tune_tir."""
         self.database = tune_tir(self.func, self.target, work_dir, max_trials_global=max_trials,
                                  task_name=self.name, **kwargs)
         return self.database

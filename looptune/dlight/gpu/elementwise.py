@@ -9,6 +9,8 @@ from .common import bind_rest, is_reduction, prepare
 
 @Rule.registry.register("gpu-elementwise")
 class Elementwise(Rule):
+    """gpu-elementwise (module docstring); does not apply to a function with a reduction."""
+
     def apply(self, func_or_sch, target):
         sch = prepare(func_or_sch)
         if any(is_reduction(sch.get(sch.get_block(n))) for n in block_names(sch)):

@@ -25,6 +25,10 @@ from .common import (THREADS, bind_rest, bind_threads, bind_unit, extents, fuse,
 
 @Rule.registry.register("gpu-general-reduction")
 class GeneralReduction(Rule):
+    """gpu-general-reduction (module docstring); applies where every reduction runs over the
+    same rows and the rows are long enough to share a thread block, else returns None for the
+    fallback."""
+
     def apply(self, func_or_sch, target):
         sch = prepare(func_or_sch)
         names = block_names(sch)

@@ -30,6 +30,9 @@ KINDS = ("anchor", "reduction", "elementwise", "injective", "view")
 
 @dataclass(frozen=True)
 class GraphOp:
+    """What one operator name means (module docstring); made and registered by the `graph_op`
+    decorator."""
+
     name: str
     kind: str
     te: Callable       # (list of te.Tensor, attrs: dict, name: str) -> te.Tensor
@@ -42,6 +45,7 @@ class GraphOp:
             raise ValueError(f"graph op {self.name}: kind must be one of {KINDS}")
 
     def check_attrs(self, attrs: dict, node: str) -> None:
+        """GraphError naming node `node` if `attrs` has a name this operator does not take."""
         unknown = sorted(set(attrs) - set(self.attrs))
         if unknown:
             raise GraphError(f"node {node} ({self.name}): unknown attribute(s) "
@@ -49,6 +53,8 @@ class GraphOp:
                              f"{', '.join(self.attrs) or 'no attributes'}")
 
     def infer(self, types: list, attrs: dict, node: str) -> TensorType:
+        """The output type of this operator on inputs of `types` with `attrs`, from its tensor
+        expression (cached); GraphError naming `node` if it does not apply."""
         self.check_attrs(attrs, node)
         key = (self.name, tuple(types), tuple(sorted(attrs.items())))
         known = _INFERRED.get(key)

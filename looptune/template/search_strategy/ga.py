@@ -12,6 +12,9 @@ from .base import TemplateSearch
 
 @SearchStrategy.registry.register("template-ga")
 class GeneticSearch(TemplateSearch):
+    """AutoTVM's GATuner as a search strategy ("template-ga"): generations of `pop_size` configs
+    bred from the fittest measured ones."""
+
     def __init__(self, *, pop_size: int = 32, elite_num: int = 3, mutation_prob: float = 0.1,
                  early_stopping: int | None = None):
         super().__init__(early_stopping=early_stopping)

@@ -7,6 +7,9 @@ from .base import TemplateSearch
 
 @SearchStrategy.registry.register("template-gridsearch")
 class GridSearch(TemplateSearch):
+    """AutoTVM's GridSearchTuner ("template-gridsearch"): every config in index order; the
+    reference for a space small enough to measure whole."""
+
     def setup(self) -> None:
         self.counter = 0
 

@@ -11,6 +11,9 @@ from .base import TemplateSearch
 
 @SearchStrategy.registry.register("template-hill-climb")
 class HillClimb(TemplateSearch):
+    """Hill climbing over neighbouring configs ("template-hill-climb"), restarting from a random
+    config at each local optimum."""
+
     def setup(self) -> None:
         self.current = None
         self.current_secs = math.inf

@@ -12,6 +12,9 @@ from .base import TemplateSearch
 
 @SearchStrategy.registry.register("template-sa")
 class SimulatedAnnealing(TemplateSearch):
+    """Simulated annealing over measured configs ("template-sa"): `temp` is the starting
+    temperature, `cooling` its factor per batch."""
+
     def __init__(self, *, temp: float = 0.5, cooling: float = 0.9,
                  early_stopping: int | None = None):
         super().__init__(early_stopping=early_stopping)

@@ -83,6 +83,9 @@ def anneal(space, score, num: int, exclude: set, rand, *, points: int, iters: in
 
 @SearchStrategy.registry.register("template-xgb")
 class XGBSearch(TemplateSearch):
+    """AutoTVM's XGBTuner ("template-xgb"): a cost model ranks the configs and batches come from
+    its plan (options in the module docstring)."""
+
     def __init__(self, *, plan_size: int = 64, feature_type: str = "knob", cost_model=None,
                  eps: float = 0.05, sa_points: int | None = None, sa_iters: int | None = None,
                  retrain_every: int = 8, min_train: int = 16, exhaustive_limit: int = 50_000,

@@ -29,6 +29,10 @@ DEFAULT_BATCH = 8  # configs per batch for a measure function (a MeasureOption h
 
 
 class Tuner:
+    """AutoTVM's tuner interface over the engine: `Tuner(task)` (or `Tuner.create("xgb",
+    task)`), then `tune(n_trial, measure_option)`, which returns the best config. A subclass
+    names its search strategy in `strategy_name`; the strategy's state reads through the tuner."""
+
     registry = Registry("tuner", error=TuneError)
     strategy_name = "template-random"  # the SearchStrategy this tuner runs
 
@@ -63,6 +67,7 @@ class Tuner:
         return getattr(strategy, name)
 
     def has_next(self) -> bool:
+        """Is any config of the space left unmeasured?"""
         return self.strategy.has_next()
 
     # ------------------------------------------------------------------ the loop

@@ -24,6 +24,11 @@ FAILED_THROUGHPUT = 1e-3   # where log-throughput losses put a failure (0 has no
 
 
 class CostModel:
+    """The interface of a cost model: a subclass implements `_fit` and `_predict` on feature
+    rows (and `_params`, `_state`, `_load_state` to be saved); the base extracts features,
+    computes labels, ranks with the analytic prior before any training, and saves as JSON.
+    Register with `@CostModel.registry.register("name")`."""
+
     registry = Registry("cost model")
 
     def __init__(self, *, target=None, extractor="per-store"):
@@ -40,6 +45,7 @@ class CostModel:
 
     @classmethod
     def create(cls, spec="xgb", **kwargs) -> "CostModel":
+        """A cost model from its registered name ("xgb", "mlp", "random"), class or instance."""
         return cls.registry.create(spec, CostModel, **kwargs)
 
     # ------------------------------------------------------------------ the interface
@@ -90,6 +96,8 @@ class CostModel:
         return prior_scores(feats, self.target.vector_lanes_f32)
 
     def features(self, candidates) -> list:
+        """The feature rows of each candidate (one array per candidate), from this model's
+        extractor on its target."""
         return self.extractor.extract(candidates, target=self.target)
 
     def warm_start(self, database, target=None, *, exclude=None, max_records: int = 2000):

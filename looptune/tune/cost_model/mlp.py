@@ -18,6 +18,9 @@ LOSSES = ("rank", "mse")
 
 @CostModel.registry.register("mlp")
 class MLPModel(CostModel):
+    """A learned cost model in plain numpy, for machines without xgboost or to compare against
+    it."""
+
     def __init__(self, *, hidden: tuple = (64, 64), loss: str = "rank", steps: int = 300,
                  batch: int = 256, lr: float = 3e-3, weight_decay: float = 1e-4, seed: int = 0,
                  target=None, extractor="per-store"):

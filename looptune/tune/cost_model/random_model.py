@@ -11,6 +11,9 @@ from .base import CostModel
 
 @CostModel.registry.register("random")
 class RandomModel(CostModel):
+    """Seeded random scores: learns nothing, so the search it drives is a random search with the
+    same machinery."""
+
     def __init__(self, *, seed: int = 0, target=None, extractor="per-store"):
         """`seed` (default 0) drives the scores; its generator state is what save() keeps."""
         super().__init__(target=target, extractor=extractor)

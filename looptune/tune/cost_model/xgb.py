@@ -28,6 +28,9 @@ BLENDS = (0.0, 0.25, 0.5, 1.0)  # "reg": weights of the trees' correction to the
 
 @CostModel.registry.register("xgb")
 class XGBModel(CostModel):
+    """The default cost model: gradient-boosted trees (objective "reg", "rank" or "pack-sum":
+    the module docstring), retrained on everything seen at each update."""
+
     def __init__(self, *, objective: str = "reg", num_rounds: int = 64, max_depth: int = 6,
                  eta: float = 0.2, min_child_weight: float = 1.0, max_bin: int = 64,
                  seed: int = 0, nthread: int = 1, target=None, extractor="per-store"):

@@ -14,6 +14,9 @@ MAX_WARNINGS = 10  # per file or table: beyond this, one summary instead of a fl
 
 
 class View:
+    """What a storing database has read so far: workloads by key (with the keys they were stored
+    under), and records in commit order."""
+
     def __init__(self, key_of):
         self.key_of = key_of
         self.workloads: dict = {}   # key under this database's module_equality -> Workload

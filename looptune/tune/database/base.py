@@ -49,6 +49,9 @@ class Workload:
 
 @dataclass(frozen=True, eq=False)
 class TuningRecord:
+    """One measured (or failed) schedule of a workload: what the database stores, ranks and
+    replays. A failure has run_secs None and an error class from ERROR_CLASSES."""
+
     workload: Workload
     trace: Trace
     run_secs: tuple | None            # seconds per call, one per repeat; None if it failed
@@ -263,6 +266,8 @@ class Database:
 
     @classmethod
     def create(cls, spec="memory", **kwargs) -> "Database":
+        """A database from its registered name ("memory", "json", "sqlite", ...), class or
+        instance; options go to its constructor."""
         return cls.registry.create(spec, Database, **kwargs)
 
     # ------------------------------------------------------------------ storage
@@ -276,9 +281,13 @@ class Database:
         raise NotImplementedError
 
     def commit_tuning_record(self, record: TuningRecord) -> None:
+        """Append `record`, storing its workload too if new. Once it returns, the record
+        survives this process being killed; earlier records are never rewritten."""
         raise NotImplementedError
 
     def get_all_tuning_records(self) -> list:
+        """Every record in commit order, failures included (a storing database also returns
+        other processes' commits)."""
         raise NotImplementedError
 
     def __len__(self) -> int:
@@ -286,6 +295,7 @@ class Database:
 
     # ------------------------------------------------------------------ queries
     def key_of(self, func: PrimFunc) -> str:
+        """func's workload key under this database's module_equality."""
         return workload_key(func, self.module_equality)
 
     def records_of(self, workload, target: Target | None = None) -> list:
@@ -362,6 +372,7 @@ class Database:
         return None
 
     def query_ir_module(self, func: PrimFunc, target, *, evaluator=None) -> PrimFunc | None:
+        """The function of query_schedule's schedule, or None."""
         sch = self.query_schedule(func, target, evaluator=evaluator)
         return None if sch is None else sch.func
 

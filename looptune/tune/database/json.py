@@ -26,6 +26,9 @@ RECORD_FILE = "database_tuning_record.json"
 
 @Database.registry.register("json")
 class JSONDatabase(Database):
+    """A database in two JSON-lines files of `work_dir` (see above): readable by people and by
+    any tool, appended by several processes at once."""
+
     def __init__(self, work_dir, module_equality: str = "structural"):
         super().__init__(module_equality)
         self.work_dir = Path(work_dir)

@@ -7,6 +7,9 @@ from ._view import View
 
 @Database.registry.register("memory")
 class MemoryDatabase(Database):
+    """A database that lives in this process only (database="memory"): for tests and one-off
+    tuning."""
+
     def __init__(self, module_equality: str = "structural"):
         super().__init__(module_equality)
         self._view = View(self.key_of)

@@ -39,6 +39,9 @@ _TABLES = (
 
 @Database.registry.register("sqlite")
 class SQLiteDatabase(Database):
+    """The default database: one SQLite file (`path`, or work_dir/database.sqlite) that several
+    processes commit to and read at once."""
+
     def __init__(self, path=None, work_dir=None, module_equality: str = "structural",
                  *, timeout: float = 60.0):
         super().__init__(module_equality)

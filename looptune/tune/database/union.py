@@ -8,6 +8,9 @@ from .base import Database, MODULE_EQUALITIES
 
 @Database.registry.register("union")
 class UnionDatabase(Database):
+    """Several databases read as one: queries rank the records of all of them; commits are
+    refused (commit to a member)."""
+
     def __init__(self, *databases, module_equality: str | None = None):
         for d in databases:
             if not isinstance(d, Database):
@@ -79,6 +82,9 @@ class UnionDatabase(Database):
 
 @Database.registry.register("ordered-union")
 class OrderedUnionDatabase(UnionDatabase):
+    """Several databases read as one, in order: each query is answered by the first member that
+    has an answer."""
+
     def newest_record(self, func, target):
         for d in self.databases:
             rec = d.newest_record(func, target)

@@ -18,12 +18,16 @@ class FeatureExtractor:
 
     @classmethod
     def create(cls, spec="per-store", **kwargs) -> "FeatureExtractor":
+        """An extractor from its registered name ("per-store"), class or instance."""
         return cls.registry.create(spec, FeatureExtractor, **kwargs)
 
     def names(self) -> list:
+        """The `width` column names, in order (what a person reads in a feature dump)."""
         raise NotImplementedError
 
     def extract(self, candidates, *, target=None) -> list:
+        """One (rows, width) float32 array per candidate (a MeasureCandidate, Schedule or
+        PrimFunc: see `lowered_of`), for `target` (default: this machine)."""
         raise NotImplementedError
 
     def __repr__(self):

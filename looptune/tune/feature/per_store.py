@@ -153,6 +153,9 @@ def feature_docs() -> list:
 
 @FeatureExtractor.registry.register("per-store")
 class PerStoreFeature(FeatureExtractor):
+    """The default feature extractor ("per-store"): one row per store of the lowered program
+    (columns: feature_names()); extractions are cached per lowered function."""
+
     version = FEATURE_VERSION
     width = FEATURE_WIDTH
 

@@ -8,5 +8,8 @@ from .base import MutateChoice, Mutator
 
 @Mutator.registry.register("compute-location")
 class MutateComputeLocation(MutateChoice):
+    """Changes a sample_compute_location decision (from RandomComputeLocation): another loop,
+    where it is (-1) or inlined (-2)."""
+
     tag = "compute_location"
     low = -2

@@ -6,4 +6,6 @@ from .base import MutateChoice, Mutator
 
 @Mutator.registry.register("parallel")
 class MutateParallel(MutateChoice):
+    """Changes the sampled parallel extent of ParallelizeVectorizeUnroll."""
+
     tag = "parallel"

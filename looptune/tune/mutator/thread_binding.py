@@ -7,6 +7,9 @@ from .base import MutateChoice, Mutator
 
 @Mutator.registry.register("thread-binding")
 class MutateThreadBinding(MutateChoice):
+    """Changes a categorical sample only where it is a split factor of a loop bound to threadIdx
+    (`thread_count_sample`)."""
+
     tag = "categorical"
 
     def positions(self, point) -> list:

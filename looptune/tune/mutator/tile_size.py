@@ -11,6 +11,10 @@ from .base import Mutator
 
 @Mutator.registry.register("tile-size")
 class MutateTileSize(Mutator):
+    """Changes one tile-size decision (sample_perfect_tile or sample_tile) so that the product
+    still fits the loop; `new_inner_prob`: how often a sample_tile gets a fresh innermost factor
+    instead of a moved prime."""
+
     tag = "tile"
 
     def __init__(self, new_inner_prob: float = 0.3):

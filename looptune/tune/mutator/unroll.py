@@ -6,4 +6,6 @@ from .base import MutateChoice, Mutator
 
 @Mutator.registry.register("unroll")
 class MutateUnroll(MutateChoice):
+    """Changes the sampled unroll depth of ParallelizeVectorizeUnroll."""
+
     tag = "unroll"

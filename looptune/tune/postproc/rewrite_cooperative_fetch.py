@@ -20,6 +20,9 @@ from .base import Postproc
 
 @Postproc.registry.register("rewrite-cooperative-fetch")
 class RewriteCooperativeFetch(Postproc):
+    """Turns every cooperative-fetch annotation into the thread-bound, vectorized copy that
+    the module docstring describes; keeps every schedule."""
+
     def apply(self, sch) -> bool:
         names = [name for name in sch.block_names()
                  if sch.realize(name).block.annotation(COOPERATIVE_FETCH) is not None]

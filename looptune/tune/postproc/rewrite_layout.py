@@ -53,6 +53,9 @@ def block_factor(loops: list, binding, reduce_vars: set) -> int | None:
 
 @Postproc.registry.register("rewrite-layout")
 class RewriteLayout(Postproc):
+    """Packs each layout-free weight read by a single reduction block in the tile order of that
+    block (schedule.pack_layout); keeps every schedule, packing only where it can."""
+
     def apply(self, sch) -> bool:
         for pos in sch.func.attr(LAYOUT_FREE, ()):
             if pos in dict(sch.func.attr(PACKED, ())):

@@ -25,6 +25,10 @@ def _data_parallel(loop: For) -> bool:
 
 @Postproc.registry.register("rewrite-parallel-vectorize-unroll")
 class RewriteParallelVectorizeUnroll(Postproc):
+    """Turns the root block's parallel and vectorize annotations into parallel and vectorized
+    loops where that is legal, and removes them; keeps every schedule. (The unroll annotation
+    stays for lowering to apply.)"""
+
     def apply(self, sch) -> bool:
         root = sch.get_block("root")
         ann = dict(sch.get(root).annotations)

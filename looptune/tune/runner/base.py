@@ -66,6 +66,9 @@ class EvaluatorConfig:
 
 @dataclass(frozen=True)
 class RunnerInput:
+    """One built kernel to measure, with how (`config`), on which inputs (`seed`) and against
+    what (`reference`)."""
+
     artifact: str                  # shared library to load
     symbol: str
     args_info: tuple               # ArgInfo per argument (shape, dtype, written)
@@ -81,6 +84,8 @@ class RunnerInput:
 
 @dataclass(frozen=True)
 class RunnerResult:
+    """The times of one RunnerInput, or why there are none (`error_class`, `error_msg`)."""
+
     run_secs: tuple | None = None  # seconds per call, one per repeat
     error_class: str | None = None # "run_error", "run_timeout" or "wrong_result"
     error_msg: str | None = None
@@ -95,6 +100,10 @@ class RunnerResult:
 
 
 class Runner:
+    """The interface of a runner: `run` (and `recall`, `close`); register with
+    `@Runner.registry.register("name")`. Failures are results (run_secs None and an error
+    class), never exceptions."""
+
     registry = Registry("runner")
     # its times are measurements, with their noise: the tuner times a new best twice
     # (tune/measure.py); a runner that answers from a table sets this False
@@ -105,6 +114,7 @@ class Runner:
 
     @classmethod
     def create(cls, spec="local", **kwargs) -> "Runner":
+        """A runner from its registered name ("local", "cuda", "simulated"), class or instance."""
         return cls.registry.create(spec, Runner, **kwargs)
 
     def run(self, inputs: list) -> list:

@@ -12,6 +12,10 @@ from .base import ScheduleRule
 
 @ScheduleRule.registry.register("add-rfactor")
 class AddRFactor(ScheduleRule):
+    """For a reduction whose spatial extent is below `max_jobs_per_core` x the target's cores:
+    keeps it as it is and adds up to two rfactored spaces (the outer or the inner piece of its
+    fused innermost reduction loops made spatial)."""
+
     def __init__(self, max_jobs_per_core: int = 16, max_innermost_factor: int = 64):
         self.max_jobs_per_core = max_jobs_per_core
         self.max_innermost_factor = max_innermost_factor

@@ -45,6 +45,11 @@ COOPERATIVE_FETCH = "meta_schedule.cooperative_fetch"  # value: the vector lengt
 
 @ScheduleRule.registry.register("multi-level-tiling")
 class MultiLevelTiling(ScheduleRule):
+    """Tiles every block with data reuse by `structure` (module docstring), one space per
+    write level (and read level), the tile sizes left to the search; marks the block tiled so
+    later rules leave it be. Blocks without reuse, or scheduled already, pass through
+    unchanged."""
+
     def __init__(self, structure: str = "SSRSRS", max_innermost_factor: int | None = None,
                  write_levels=(1, 2), write_scope: str = "local", read_levels=(),
                  tile_sampler: str = "partitioned", *, tile_binds=(), read_scope: str = "global",

@@ -11,6 +11,10 @@ VECTORIZE = "meta_schedule.vectorize"
 
 @ScheduleRule.registry.register("parallel-vectorize-unroll")
 class ParallelizeVectorizeUnroll(ScheduleRule):
+    """Acts on the root block only: annotates it with a sampled parallel extent and the
+    vectorize limit (applied by RewriteParallelVectorizeUnroll) and a sampled unroll depth
+    (applied by lowering)."""
+
     def __init__(self, jobs_per_core=(1, 4, 16, 64), max_vectorize_extent: int = 64,
                  unroll_max_steps=(0, 16, 64, 512), unroll_explicit: bool = True):
         """jobs_per_core: the choices for the parallel extent, in jobs per core (one int

@@ -9,6 +9,9 @@ from .multi_level_tiling import TILED
 
 @ScheduleRule.registry.register("random-compute-location")
 class RandomComputeLocation(ScheduleRule):
+    """For a producer that is not an output and not tiled by MultiLevelTiling: compute it at a
+    sampled location (sample_compute_location), so the search and MutateComputeLocation decide."""
+
     def apply(self, sch, block) -> list:
         b = sch.get(block)
         if b.name == "root" or any(w.buffer in sch.func.params for w in b.writes):

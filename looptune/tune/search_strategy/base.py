@@ -13,6 +13,9 @@ from ..registry import Registry
 
 @dataclass(eq=False)
 class MeasureCandidate:
+    """One schedule the search asks to measure, with the hash that keeps it from being measured
+    twice."""
+
     sch: Schedule      # the finished (postprocessed) schedule
     sch_hash: str      # structural hash of sch.func, for de-duplication
 
@@ -32,13 +35,21 @@ class MeasureCandidate:
 
 
 class SearchStrategy:
+    """The interface of a search strategy: `pre_tuning`, `generate_measure_candidates`,
+    `notify_runner_results`, `post_tuning`, called in that order by the task scheduler for one
+    task; register with `@SearchStrategy.registry.register("name")`."""
+
     registry = Registry("search strategy")
 
     @classmethod
     def create(cls, spec="replay-trace", **kwargs) -> "SearchStrategy":
+        """A strategy from its registered name ("evolutionary", "replay-trace", ...), class or
+        instance."""
         return cls.registry.create(spec, SearchStrategy, **kwargs)
 
     def initialize_with_tune_context(self, context) -> None:
+        """Keep the task (`self.context`: its function, target, postprocessors and seed); a
+        subclass that overrides this calls it."""
         self.context = context
 
     def pre_tuning(self, *, max_trials: int, num_trials_per_iter: int, design_spaces: list,
@@ -57,9 +68,13 @@ class SearchStrategy:
         raise NotImplementedError
 
     def notify_runner_results(self, candidates: list, results: list) -> None:
+        """Learn from a batch just measured: `results` (RunnerResult) for the first len(results)
+        of `candidates`; the rest were not measured (the run's budget ran out). The default
+        learns nothing."""
         pass
 
     def post_tuning(self) -> None:
+        """The run is over (also after an error): release what pre_tuning set up."""
         pass
 
     # ------------------------------------------------------------------ transfer between tasks

@@ -36,6 +36,10 @@ def sample_from(space: Schedule, func, seed: int, postprocs) -> MeasureCandidate
 
 @SearchStrategy.registry.register("replay-trace")
 class ReplayTrace(SearchStrategy):
+    """Random search: every candidate is a design space sampled afresh; the baseline the
+    evolutionary search must beat. A batch gives up after `max_fail_count` samples that were
+    refused or measured already."""
+
     def __init__(self, max_fail_count: int = 100):
         self.max_fail_count = max_fail_count
 

@@ -52,12 +52,18 @@ class DesignSpace:
 
 @dataclass(eq=False)
 class Snapshot:
+    """Where a replay can restart: the schedule before one sampling instruction and the map from
+    the space trace's handles to that schedule's."""
+
     checkpoint: Checkpoint  # the schedule before the sampling instruction
     rv_map: dict            # space-trace handle -> this schedule's handle
 
 
 @dataclass(eq=False)
 class Point:
+    """A design space replayed with one set of decisions: what mutators read (`decisions`,
+    `info`, `space`) and what the search measures (`candidate`)."""
+
     space: DesignSpace
     sch: Schedule                       # the replayed schedule, before postprocessing
     decisions: dict                     # position -> decision

@@ -15,6 +15,9 @@ def blocks_consumers_first(func) -> list:
 
 @SpaceGenerator.registry.register("post-order-apply")
 class PostOrderApply(SpaceGenerator):
+    """The default space generator: every rule on every block, consumers before producers and
+    the root last; a rule that branches multiplies the design spaces."""
+
     def generate_design_space(self, func, seed: int) -> list:
         schs = [Schedule(func, seed=seed)]
         for name in blocks_consumers_first(func):

@@ -30,6 +30,9 @@ MIN_USEFUL_TRIALS = 16
 
 @dataclass(eq=False)
 class TaskState:
+    """What the task scheduler knows of one task during a run: its trials, best time,
+    failures, reference and the last batch's records."""
+
     context: object                  # TuneContext
     weight: float = 1.0
     workload: object = None
@@ -49,6 +52,10 @@ class TaskState:
 
 
 class TaskScheduler:
+    """The tuning loop over many tasks. A subclass implements `next_task_id` (which task
+    measures the next batch) and registers with `@TaskScheduler.registry.register("name")`;
+    `self.tasks` (TaskState) is what it decides from."""
+
     registry = Registry("task scheduler")
     plan: WarmupPlan | None = None   # this run's warm-up (set by tune)
 
@@ -66,6 +73,8 @@ class TaskScheduler:
 
     @classmethod
     def create(cls, spec="round-robin", **kwargs) -> "TaskScheduler":
+        """A task scheduler from its registered name ("gradient", "round-robin"), class or
+        instance."""
         return cls.registry.create(spec, TaskScheduler, **kwargs)
 
     def next_task_id(self) -> int:
@@ -239,11 +248,13 @@ class TaskScheduler:
             self.phase_secs[name] += time.perf_counter() - t0
 
     def phase_summary(self) -> str:
+        """Where this run's time went: search, build, run and database seconds and shares."""
         total = sum(self.phase_secs.values()) or 1.0
         return ", ".join(f"{k} {v:.1f} s ({100 * v / total:.0f}%)"
                          for k, v in self.phase_secs.items())
 
     def total_trials(self) -> int:
+        """Trials measured by all tasks, earlier runs included."""
         return sum(t.trials for t in self.tasks)
 
     def touched(self) -> tuple:

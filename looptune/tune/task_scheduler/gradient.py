@@ -18,6 +18,9 @@ from .base import TaskScheduler
 
 @TaskScheduler.registry.register("gradient")
 class GradientBased(TaskScheduler):
+    """The default task scheduler (Ansor's): after the warm-up, the next batch goes to the task
+    whose weighted best time is expected to drop most per trial."""
+
     def __init__(self, *, alpha: float = 0.2, window_size: int = 3, eps: float = 0.05,
                  seed: int = 0, **warmup):
         super().__init__(**warmup)

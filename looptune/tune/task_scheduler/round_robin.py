@@ -7,6 +7,8 @@ from .base import TaskScheduler
 
 @TaskScheduler.registry.register("round-robin")
 class RoundRobin(TaskScheduler):
+    """Tasks take turns in proportion to their weights: simple and predictable."""
+
     def __init__(self, **warmup):
         super().__init__(**warmup)
         self.credit: list | None = None

@@ -27,6 +27,9 @@ def estimated_cost(flops: float | None, nbytes: int) -> float:
 
 @dataclass(frozen=True)
 class WarmupPlan:
+    """The warm-up of one run, computed once by plan_warmup: each task's first batch, the order
+    they come in, and the batch size after."""
+
     first: tuple          # trials of each task's first batch of this run (0: no warm-up batch)
     order: tuple          # the tasks of the warm-up, largest share first
     batch: int            # trials per batch after a task's first one
