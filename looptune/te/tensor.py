@@ -18,6 +18,7 @@ class TEError(ValueError):
 
 
 _TENSOR_OF_BUFFER: "weakref.WeakValueDictionary[int, Tensor]" = weakref.WeakValueDictionary()
+_TENSOR_OF_OP: "weakref.WeakValueDictionary[int, Tensor]" = weakref.WeakValueDictionary()
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -41,6 +42,13 @@ class ComputeOp:
     def reduce_axis(self) -> tuple:
         return self.body.axis if isinstance(self.body, Reduce) else ()
 
+    def output(self, index: int = 0) -> "Tensor":
+        """The tensor this op computes (TVM's `op.output(0)`)."""
+        t = _TENSOR_OF_OP.get(id(self))
+        if index != 0 or t is None:
+            raise TEError(f"compute {self.name} has one output, output(0)")
+        return t
+
 
 class Tensor:
     """The output of a placeholder or compute; `T[i, j]` reads one element."""
@@ -51,6 +59,7 @@ class Tensor:
         self.op = op
         self.buffer = buffer
         _TENSOR_OF_BUFFER[id(buffer)] = self
+        _TENSOR_OF_OP[id(op)] = self
 
     @property
     def shape(self) -> tuple:
