@@ -21,6 +21,8 @@ from looptune.target.cpus import X86_CPUS
 from looptune.tune import TuneError
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+# tuning here is a few trials on purpose: the engine's note that so few cannot search is expected
+pytestmark = pytest.mark.filterwarnings("ignore::looptune.tune.BudgetWarning")
 
 
 def _example(name: str):
