@@ -212,7 +212,13 @@ class Module:
             f"valid indices are {lo} to {size - 1}); the call's outputs are not valid. Fix the "
             "indices passed in", kernel=kernel, buffer=buffer, axis=axis, size=size, value=value)
 
-    def time_evaluator(self, *, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0,
+    @property
+    def entry_name(self) -> str:
+        """The kernel's name (TVM's `func.entry_name`, for time_evaluator)."""
+        return self.symbol
+
+    def time_evaluator(self, func_name: str | None = None, dev=None, *, number: int = 10,
+                       repeat: int = 3, min_repeat_ms: float = 0,
                        enable_cpu_cache_flush: bool = False, flush_bytes: int | None = None,
                        warm_up: bool = True, arg_offsets=None, stop_above: float | None = None,
                        calls_from: str = "c"):
@@ -227,7 +233,11 @@ class Module:
         calls). With `arg_offsets` (byte offsets from a 64-byte
         boundary, e.g. ndarray.NUMPY_OFFSETS), each repeat runs on copies of the arrays placed
         at rotating offsets (ndarray.rotated_offsets), as ordinary numpy arrays lie. With
-        `stop_above` (seconds per call), a first repeat slower than that is the only one."""
+        `stop_above` (seconds per call), a first repeat slower than that is the only one.
+        TVM's positional `(func.entry_name, dev)` are accepted: the module has one kernel."""
+        if func_name is not None and func_name != self.symbol:
+            raise RunError(f"time_evaluator: this module's kernel is {self.symbol!r}, not "
+                           f"{func_name!r}; pass mod.entry_name")
         if number < 1 or repeat < 1:
             raise RunError(f"time_evaluator: number and repeat must be at least 1, got "
                            f"number={number}, repeat={repeat}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
 
@@ -46,9 +46,24 @@ class Target:
     l3_bytes: int = 8 * 1024 * 1024
     extra: tuple = field(default=())  # (key, value) pairs, e.g. max threads per GPU block
 
+    def __post_init__(self):
+        """`Target("llvm -mcpu=core-avx2")`, as TVM spells it: a target string alone is
+        parsed (Target.create); fields given by name build a Target as they are."""
+        if not (isinstance(self.kind, str) and _is_spec(self.kind)):
+            return
+        if all(getattr(self, f.name) == f.default for f in fields(self) if f.name != "kind"):
+            parsed = Target.create(self.kind)
+            for name in self.__dataclass_fields__:
+                object.__setattr__(self, name, getattr(parsed, name))
+
     @staticmethod
     def create(spec="cpu") -> "Target":
-        """A Target from a Target, "cpu"/"llvm"/"host" (this machine), "cuda", or a dict."""
+        """A Target from a Target, "cpu"/"llvm"/"host" (this machine), "cuda", a dict, or a
+        TVM target string: "llvm -mcpu=skylake-avx512" is that CPU's ISA (its vector width
+        and extensions) with this machine's cores and caches, "llvm -mattr=+avx2,+fma" adds
+        extensions to x86-64, "-num-cores=4" sets the cores, "cuda -arch=sm_80" is that GPU
+        architecture. A target for an ISA this machine lacks builds code (generate_source)
+        but is refused where code must run here: loading a module, tuning."""
         if isinstance(spec, Target):
             return spec
         if isinstance(spec, dict):
@@ -59,6 +74,9 @@ class Target:
                 return host()
             if s in ("cuda", "gpu", "nvidia"):
                 return cuda_target()
+            if _is_spec(s):
+                from .parse import parse_target
+                return parse_target(s)
             if s.startswith("{"):
                 try:
                     d = json.loads(spec)
@@ -175,6 +193,19 @@ class Target:
         return Target(**d)
 
 
+def _is_spec(text: str) -> bool:
+    """Is `text` a TVM target string ("llvm", "llvm -mcpu=...", "cuda -arch=...") rather than
+    a kind ("cpu", "cuda")?"""
+    words = text.strip().lower().split()
+    return bool(words) and (words[0] in ("llvm", "c", "host") or len(words) > 1 and
+                            words[0] in ("cpu", "cuda", "nvptx"))
+
+
+def vector_bits_of(features) -> int:
+    """The widest vector registers the ISA extensions give (128 without any)."""
+    return next((b for f, b in _VECTOR_FEATURES if f in features), 128)
+
+
 @lru_cache(maxsize=64)
 def _isa_features(features: tuple) -> tuple:
     return tuple(sorted(f for f in features if f in ISA_FEATURES))
@@ -216,7 +247,7 @@ def host() -> Target:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:
         cores = os.cpu_count() or 1
-    vector_bits = next((b for f, b in _VECTOR_FEATURES if f in flags), 128)
+    vector_bits = vector_bits_of(flags)
     caches = {}
     for idx in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
         level = _read(str(idx / "level")).strip()

@@ -18,6 +18,7 @@ class TEError(ValueError):
 
 
 _TENSOR_OF_BUFFER: "weakref.WeakValueDictionary[int, Tensor]" = weakref.WeakValueDictionary()
+_TENSOR_OF_OP: "weakref.WeakValueDictionary[int, Tensor]" = weakref.WeakValueDictionary()
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -37,10 +38,18 @@ class ComputeOp:
     inputs: tuple  # Tensors read by body
     tag: str = ""
     attrs: tuple = ()
+    layout_free: tuple = ()  # placeholders named by attrs["layout_free_placeholders"]: a hint
 
     @property
     def reduce_axis(self) -> tuple:
         return self.body.axis if isinstance(self.body, Reduce) else ()
+
+    def output(self, index: int = 0) -> "Tensor":
+        """The tensor this op computes (TVM's `op.output(0)`)."""
+        t = _TENSOR_OF_OP.get(id(self))
+        if index != 0 or t is None:
+            raise TEError(f"compute {self.name} has one output, output(0)")
+        return t
 
 
 class Tensor:
@@ -52,6 +61,7 @@ class Tensor:
         self.op = op
         self.buffer = buffer
         _TENSOR_OF_BUFFER[id(buffer)] = self
+        _TENSOR_OF_OP[id(op)] = self
 
     @property
     def shape(self) -> tuple:
@@ -189,9 +199,41 @@ def compute(shape, fcompute, name: str = "compute", tag: str = "", attrs: dict |
         body = _cast_body(body, dtype)
     inputs = _check_body(name, body, axis)
     _check_bounds(name, body, axis)
+    attrs = dict(attrs or {})
+    layout_free = _layout_free(name, attrs.pop("layout_free_placeholders", ()), inputs)
+    for key, value in attrs.items():
+        if not isinstance(key, str) or not _plain(value):
+            raise TEError(f"compute {name}: attrs[{key!r}] = {value!r:.80} is not plain data "
+                          "(str, number, bool or tuples of them); block annotations must be")
     buf = Buffer(name, shape, body.dtype)
-    op = ComputeOp(name, axis, body, inputs, tag, tuple(sorted((attrs or {}).items())))
+    op = ComputeOp(name, axis, body, inputs, tag, tuple(sorted(attrs.items())), layout_free)
     return Tensor(op, buf)
+
+
+def _plain(value) -> bool:
+    if isinstance(value, (list, tuple)):
+        return all(map(_plain, value))
+    return isinstance(value, (str, int, float, bool)) or value is None
+
+
+def _layout_free(name: str, tensors, inputs) -> tuple:
+    """attrs={"layout_free_placeholders": [B]} (Ansor's spelling): placeholders this compute
+    reads whose layout the compiler may choose. Kept on the ComputeOp as a hint: a kernel
+    called with the user's arrays takes them as they are (a model's constant weights are
+    packed by the tuner's rewrite-layout postprocessor, see docs/tvm_names.md)."""
+    if isinstance(tensors, Tensor):
+        tensors = [tensors]
+    if not isinstance(tensors, (list, tuple)):
+        raise TEError(f"compute {name}: layout_free_placeholders must be a list of "
+                      f"placeholders, got {tensors!r:.80}")
+    for t in tensors:
+        if not (isinstance(t, Tensor) and isinstance(t.op, PlaceholderOp)):
+            raise TEError(f"compute {name}: layout_free_placeholders lists {t!r:.80}, which is "
+                          "not a te.placeholder")
+        if not any(t is x for x in inputs):
+            raise TEError(f"compute {name}: layout_free_placeholders lists {t.name}, which "
+                          "this compute does not read")
+    return tuple(tensors)
 
 
 def _cast_body(body, dtype):

@@ -16,6 +16,7 @@ from math import prod
 
 from ..schedule.primitives.sampling import divisors, prime_factors
 from ..schedule.trace import BlockRV, LoopRV
+from ..te import Tensor, TESchedule
 from .error import TemplateError
 
 SPLIT_POLICIES = ("factors", "power2", "verbose")
@@ -238,6 +239,14 @@ class OtherOptionSpace(KnobSpace):
 
 
 # ---------------------------------------------------------------------------- reorder
+def _te(sch, loops=None):
+    """(looptune Schedule, loop handles) of a Schedule or a TVM-style te schedule
+    (te.create_schedule), whose te axes stand for loops."""
+    if isinstance(sch, TESchedule):
+        return sch.sch, None if loops is None else [sch.loop(x) for x in loops]
+    return sch, loops
+
+
 def _loops(loops, what: str) -> list:
     if not isinstance(loops, (list, tuple)) or not loops:
         raise TemplateError(f"{what}: loops must be a non-empty list of loop handles, got "
@@ -383,8 +392,10 @@ class SplitEntity(KnobEntity):
     def apply(self, sch, *args) -> list:
         """Split the loop (`apply(sch, loop)`, or AutoTVM's `apply(sch, block, loop)`) by
         these factors; returns the new loops, outermost first."""
-        if len(args) == 2 and isinstance(args[0], BlockRV):
+        if len(args) == 2 and isinstance(args[0], (BlockRV, Tensor)):
             args = args[1:]
+        if isinstance(sch, TESchedule):
+            sch, args = _te(sch, args)
         if len(args) != 1 or not isinstance(args[0], LoopRV):
             raise TemplateError(f"cfg[{self.name!r}].apply(sch, loop): expected one loop handle, "
                                 f"got {args!r}")
@@ -408,7 +419,7 @@ class OtherOptionEntity(KnobEntity):
         """The value as the schedule sees it: a sampled value (ExprRV) for an int, so that the
         trace shows where it is used (`sch.annotate(b, key, cfg["x"].apply(sch))`); any other
         value as it is (still recorded in the trace)."""
-        rvs = self.rvs(sch)
+        rvs = self.rvs(_te(sch)[0])
         return rvs[0] if rvs else self.val
 
 
@@ -424,6 +435,7 @@ class ReorderEntity(KnobEntity):
         """Reorder `loops` (the ones the knob was defined with) to this order; returns them
         in the new order, outermost first."""
         loops = _loops(loops, f"cfg[{self.name!r}].apply")
+        sch, loops = _te(sch, loops)
         if len(loops) != self.space.num_loops:
             raise TemplateError(f"reorder knob {self.name!r} orders {self.space.num_loops} loops, "
                                 f"got {len(loops)}")
@@ -444,6 +456,7 @@ class AnnotateEntity(KnobEntity):
     def apply(self, sch, loops) -> list:
         """Unroll or vectorize each of `loops` as this value says; returns the loops."""
         loops = _loops(loops, f"cfg[{self.name!r}].apply")
+        sch, loops = _te(sch, loops)
         if len(loops) != self.space.num_loops:
             raise TemplateError(f"annotate knob {self.name!r} covers {self.space.num_loops} "
                                 f"loops, got {len(loops)}")

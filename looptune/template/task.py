@@ -15,6 +15,7 @@ from contextvars import ContextVar
 from ..registry import Registry
 from ..schedule import Schedule, Trace
 from ..target import Target
+from ..te import TESchedule
 from ..tir.analysis import flop_count
 from ..tir.structural import structural_hash
 from ..tune.database.base import Workload
@@ -57,6 +58,9 @@ class Template:
         finally:
             _CONFIG.reset(token)
             cfg._running = False
+        if isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], TESchedule):
+            out[0].check_args(list(out[1]))  # TVM's te.create_schedule: its Schedule is s.sch
+            out = (out[0].sch, out[1])
         if not (isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], Schedule)):
             raise TemplateError(f"template {self.name!r} must return (sch, args): the Schedule its "
                                 f"knobs were applied to and its te tensors; got {out!r:.200}")

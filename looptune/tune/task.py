@@ -51,7 +51,8 @@ class Task:
         if not isinstance(tensors, (list, tuple)) or not tensors:
             raise TypeError(f"workload {fn.__name__} must return [inputs..., outputs...] as te "
                             f"tensors, got {tensors!r}")
-        self.func = te.create_prim_func(list(tensors), name=fn.__name__)
+        self.tensors = list(tensors)  # the function's parameters, in order
+        self.func = te.create_prim_func(self.tensors, name=fn.__name__)
         shown = ", ".join([repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()])
         self.name = f"{fn.__name__}({shown})"
         self.database = None  # where tune() kept the results; the default for the methods below

@@ -15,7 +15,7 @@ from ..error import BuildError
 from ..runtime.ndarray import compare, pack_args, random_args
 from ..schedule import ScheduleError
 from ..schedule.primitives.layout import PACKED
-from ..target import Target
+from ..target import Target, host
 from ..text import printable
 from ..tir.func import PrimFunc
 from .builder.base import Builder
@@ -99,6 +99,11 @@ def tune_tasks(tasks, *, work_dir=None, max_trials_global: int, num_trials_per_i
               file=sys.stderr)
     builder = Builder.create(builder or default)
     runner = Runner.create(runner or default)
+    try:
+        _check_runs_here(tasks, runner)
+    except TuneError:
+        runner.close()
+        raise
     if runner.evaluator is not None:  # a runner that fixes the settings (a simulation table)
         if evaluator is not None and evaluator != runner.evaluator:
             raise TuneError(f"the runner's results are measured with {runner.evaluator} (its "
@@ -117,6 +122,22 @@ def tune_tasks(tasks, *, work_dir=None, max_trials_global: int, num_trials_per_i
     finally:
         runner.close()
     return database
+
+
+def _check_runs_here(tasks, runner) -> None:
+    """TuneError when a local runner would time code for an ISA this machine lacks (a target
+    such as "llvm -mcpu=skylake-avx512" on an AVX2 machine): every candidate would fail."""
+    from .runner.local import LocalRunner
+    if not isinstance(runner, LocalRunner):
+        return
+    here = host()
+    for t in {t.target for t in tasks if t.target.kind == "cpu"}:
+        missing = here.lacks(t.isa())
+        if missing:
+            raise TuneError(f"tuning times candidates on this machine ({here.model or here.arch}"
+                            f"), which lacks {', '.join(missing)} that target {t} needs; tune "
+                            "for this machine (target 'llvm', or an -mcpu it has) and build "
+                            "for the other ISA with looptune.build.generate_source")
 
 
 def _check_budget(*, max_time_s, **trials) -> None:

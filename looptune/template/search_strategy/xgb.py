@@ -81,6 +81,9 @@ def anneal(space, score, num: int, exclude: set, rand, *, points: int, iters: in
     return [i for i, s in ranked[:num] if s > -math.inf]
 
 
+AUTOTVM_FEATURE_TYPES = {"itervar": "schedule", "curve": "schedule"}
+
+
 @SearchStrategy.registry.register("template-xgb")
 class XGBSearch(TemplateSearch):
     """AutoTVM's XGBTuner ("template-xgb"): a cost model ranks the configs and batches come from
@@ -91,6 +94,8 @@ class XGBSearch(TemplateSearch):
                  retrain_every: int = 8, min_train: int = 16, exhaustive_limit: int = 50_000,
                  early_stopping: int | None = None):
         super().__init__(early_stopping=early_stopping)
+        # AutoTVM's features of the lowered loops ("itervar", "curve"): the scheduled IR's
+        feature_type = AUTOTVM_FEATURE_TYPES.get(feature_type, feature_type)
         if feature_type not in FEATURE_TYPES:
             raise TemplateError(f"XGBTuner: unknown feature_type {feature_type!r}; use one of "
                                 f"{FEATURE_TYPES}")

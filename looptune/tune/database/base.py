@@ -83,6 +83,13 @@ class TuningRecord:
             return math.inf
         return statistics.median(self.run_secs)
 
+    def as_schedule(self, func: PrimFunc | None = None) -> Schedule:
+        """The record's trace replayed on `func` (default: its workload's function), as
+        MetaSchedule's `record.as_schedule()`; ScheduleError if it no longer replays. Not
+        checked against the unscheduled program: compile_tir does that."""
+        from ..replay import replay
+        return replay(self, self.workload.func if func is None else func)
+
     def to_json(self) -> dict:
         return {
             "version": RECORD_FORMAT_VERSION,
@@ -335,9 +342,14 @@ class Database:
             shape = shapes[workload.key] = shape_key(workload.func)
         return shape
 
-    def get_top_k(self, workload, k: int, target: Target | None = None) -> list:
+    def get_top_k(self, workload, k: int | None = None, target: Target | None = None, *,
+                  top_k: int | None = None) -> list:
         """The k fastest successful records of the workload (on `target` if given), whatever
-        their measurement settings (query_tuning_record ranks like with like)."""
+        their measurement settings (query_tuning_record ranks like with like). `top_k` is
+        MetaSchedule's name for k."""
+        if (k is None) == (top_k is None):
+            raise TuneError("get_top_k needs k (or top_k=), once")
+        k = k if top_k is None else top_k
         ok = [r for r in self.records_of(workload, target) if r.ok]
         ok.sort(key=lambda r: r.median_secs)
         return ok[:k]

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from ..error import DatabaseError
+from ...tir.func import as_prim_func
 from .base import Database, TuningRecord, Workload
 from ._view import Skipper, View
 
@@ -26,21 +27,29 @@ RECORD_FILE = "database_tuning_record.json"
 
 @Database.registry.register("json")
 class JSONDatabase(Database):
-    """A database in two JSON-lines files of `work_dir` (see above): readable by people and by
-    any tool, appended by several processes at once."""
+    """A database in two JSON-lines files of `work_dir` (see above), or wherever
+    `path_workload` and `path_tuning_record` say (MetaSchedule's spelling; either may be given
+    alone, the other then is in work_dir): readable by people and by any tool, appended by
+    several processes at once."""
 
-    def __init__(self, work_dir, module_equality: str = "structural"):
+    def __init__(self, work_dir=None, module_equality: str = "structural", *,
+                 path_workload=None, path_tuning_record=None):
         super().__init__(module_equality)
-        self.work_dir = Path(work_dir)
-        from .work_dir import check_kind
-        check_kind(self.work_dir, "json")
-        try:
-            self.work_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise DatabaseError(f"the work dir {work_dir} cannot be created ({e.strerror or e}); "
-                                "pass a directory this process can write") from None
-        self.path_workload = self.work_dir / WORKLOAD_FILE
-        self.path_tuning_record = self.work_dir / RECORD_FILE
+        if work_dir is None and (path_workload is None or path_tuning_record is None):
+            raise DatabaseError("JSONDatabase needs work_dir= (a directory for both files) or "
+                                "both path_workload= and path_tuning_record=")
+        if work_dir is not None:
+            from .work_dir import check_kind
+            check_kind(Path(work_dir), "json")
+        self.path_workload = Path(path_workload or Path(work_dir) / WORKLOAD_FILE)
+        self.path_tuning_record = Path(path_tuning_record or Path(work_dir) / RECORD_FILE)
+        self.work_dir = Path(work_dir) if work_dir is not None else self.path_tuning_record.parent
+        for d in {self.path_workload.parent, self.path_tuning_record.parent}:
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise DatabaseError(f"the directory {d} cannot be created ({e.strerror or e}); "
+                                    "pass a directory this process can write") from None
         self._view: View | None = None
         self._file_keys: set = set()  # workload keys that have a line in the workload file
 
@@ -65,9 +74,11 @@ class JSONDatabase(Database):
 
     # ------------------------------------------------------------------ storage
     def has_workload(self, func) -> bool:
+        func = as_prim_func(func)
         return self._holds(func, self._load().workloads)
 
     def commit_workload(self, func) -> Workload:
+        func = as_prim_func(func)
         view = self._load()
         wl = view.add_workload(func)
         self._write_workload(wl)
@@ -92,7 +103,11 @@ class JSONDatabase(Database):
             self._file_keys.add(wl.key)
 
     def __repr__(self):
-        return f"JSONDatabase({str(self.work_dir)!r})"
+        if self.path_tuning_record == self.work_dir / RECORD_FILE and \
+                self.path_workload == self.work_dir / WORKLOAD_FILE:
+            return f"JSONDatabase({str(self.work_dir)!r})"
+        return (f"JSONDatabase(path_workload={str(self.path_workload)!r}, "
+                f"path_tuning_record={str(self.path_tuning_record)!r})")
 
 
 def _read_lines(path: Path, skipper: Skipper):

@@ -1,6 +1,7 @@
 """MemoryDatabase: records in a list, gone with the process (tests, one-off tuning)."""
 from __future__ import annotations
 
+from ...tir.func import as_prim_func
 from .base import Database, TuningRecord, Workload
 from ._view import View
 
@@ -15,9 +16,11 @@ class MemoryDatabase(Database):
         self._view = View(self.key_of)
 
     def has_workload(self, func) -> bool:
+        func = as_prim_func(func)
         return self._holds(func, self._view.workloads)
 
     def commit_workload(self, func) -> Workload:
+        func = as_prim_func(func)
         return self._view.add_workload(func)
 
     def commit_tuning_record(self, record: TuningRecord) -> None:

@@ -3,6 +3,7 @@ with it (alone, or after tuned records in an OrderedUnionDatabase) uses the same
 from __future__ import annotations
 
 from ...schedule import Schedule
+from ...tir.func import as_prim_func
 from .base import Database, Workload
 
 
@@ -17,9 +18,11 @@ class ScheduleFnDatabase(Database):
         self.fn = fn
 
     def has_workload(self, func) -> bool:
+        func = as_prim_func(func)
         return False
 
     def commit_workload(self, func) -> Workload:
+        func = as_prim_func(func)
         return Workload(func, self.key_of(func))
 
     def commit_tuning_record(self, record) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ...version import __version__
 from ..error import DatabaseError
+from ...tir.func import as_prim_func
 from .base import Database, TuningRecord, Workload
 from ._view import Skipper, View
 
@@ -137,10 +138,12 @@ class SQLiteDatabase(Database):
 
     # ------------------------------------------------------------------ storage
     def has_workload(self, func) -> bool:
+        func = as_prim_func(func)
         with self._lock:
             return self._holds(func, self._refresh().workloads)
 
     def commit_workload(self, func) -> Workload:
+        func = as_prim_func(func)
         with self._lock:
             wl = self._refresh().add_workload(func)
             if wl.key not in self._db_keys:

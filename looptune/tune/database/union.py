@@ -3,6 +3,7 @@ them; OrderedUnionDatabase with the first one that can answer (e.g. tuned record
 hand-written fallback). Each member keeps its own module_equality."""
 from __future__ import annotations
 
+from ...tir.func import as_prim_func
 from .base import Database, MODULE_EQUALITIES
 
 
@@ -23,9 +24,11 @@ class UnionDatabase(Database):
         self.databases = tuple(databases)
 
     def has_workload(self, func) -> bool:
+        func = as_prim_func(func)
         return any(d.has_workload(func) for d in self.databases)
 
     def commit_workload(self, func):
+        func = as_prim_func(func)
         raise TypeError(f"{type(self).__name__} is read-only; commit to one of its databases")
 
     def commit_tuning_record(self, record) -> None:
