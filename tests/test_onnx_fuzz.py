@@ -1,0 +1,168 @@
+"""Differential fuzzing of the ONNX importer: random small graphs (tests/onnx_graphs.py) run by
+ONNX Runtime and by looptune (the imported graph's numpy reference, and the compiled model
+with its default schedules) must agree: the same shape, NaN and infinities where ONNX Runtime
+has them, finite values within float32 rounding of the values that fed them.
+
+A graph ONNX Runtime rejects is discarded; one looptune refuses with an ImportError_ (an
+unsupported operator or attribute) is counted as refused; a crash or a wrong answer fails, and
+hypothesis shrinks it to a minimal graph. The shrunk graphs of the defects found are plain
+regression tests at the end of the file."""
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from onnx import helper  # noqa: E402
+
+import looptune  # noqa: E402
+from looptune.frontend.onnx import from_onnx, graph_dtype  # noqa: E402
+from looptune.frontend.onnx_ops import InvalidModel  # noqa: E402
+from looptune.frontend.common import ImportError_  # noqa: E402
+from looptune.graph import evaluate  # noqa: E402
+from onnx_graphs import Case, onnx_cases  # noqa: E402
+
+RTOL = 1e-3   # transcendental functions differ in their last bits between libraries
+ATOL = 1e-5   # times the largest finite magnitude among the values an output depends on
+# an output that depends on values this large may overflow float32 in one order of summation
+# (or in float32 rather than float64) and not in another: where either answer is NaN or
+# infinite, it is not compared
+OVERFLOW = 1e18
+
+
+def run_ort(model, feeds, names):
+    """ONNX Runtime's value of every name (graph outputs and intermediates)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    types = {v.name: v for v in m.graph.output}
+    elems = _elem_types(m)
+    for n in names:
+        if n not in types:
+            m.graph.output.append(helper.make_tensor_value_info(n, elems[n], None))
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(m.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+    outs = sess.run(names, feeds)
+    return dict(zip(names, outs))
+
+
+def _elem_types(m) -> dict:
+    inferred = onnx.shape_inference.infer_shapes(m)
+    return {v.name: v.type.tensor_type.elem_type
+            for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
+
+
+def graph_feeds(feeds: dict) -> list:
+    """The feeds as a compiled model takes them: booleans as int32 (the graph's truth values)."""
+    return [v.astype(np.int32) if v.dtype == np.bool_ else v for v in feeds.values()]
+
+
+def scales(case: Case, values: dict) -> dict:
+    """Each value's scale: the largest finite magnitude among the values it depends on."""
+    mags = {n: _finite_max(a) for n, a in list(values.items()) + list(case.feeds.items())}
+    for init in case.model.graph.initializer:
+        mags[init.name] = _finite_max(onnx.numpy_helper.to_array(init))
+    for node in case.model.graph.node:
+        dep = max([mags.get(i, 0.0) for i in node.input if i] + [1.0])
+        for o in node.output:
+            mags[o] = max(dep, mags.get(o, 0.0))
+    return mags
+
+
+def _finite_max(a) -> float:
+    a = np.asarray(a)
+    if a.dtype == np.bool_ or a.size == 0:
+        return 1.0
+    f = np.abs(a.astype(np.float64))
+    f = f[np.isfinite(f)]
+    return float(f.max()) if f.size else 1.0
+
+
+def compare(what: str, name: str, got, want, scale: float, elem: int) -> None:
+    got = np.asarray(got)
+    want = np.asarray(want)
+    assert got.shape == want.shape, f"{what} {name}: shape {got.shape}, ONNX Runtime " \
+                                     f"{want.shape}"
+    assert str(got.dtype) == graph_dtype(elem), f"{what} {name}: dtype {got.dtype}, want " \
+                                                f"{graph_dtype(elem)} for ONNX type {elem}"
+    if want.dtype.kind != "f":
+        bad = np.flatnonzero(got.astype(np.int64) != want.astype(np.int64))
+        assert not bad.size, f"{what} {name}: {bad.size} of {want.size} elements differ, " \
+            f"first at flat index {bad[0]}: {got.reshape(-1)[bad[0]]} vs " \
+            f"{want.reshape(-1)[bad[0]]}\ngot  {got}\nwant {want}"
+        return
+    g, w = got.astype(np.float64).reshape(-1), want.astype(np.float64).reshape(-1)
+    nan_g, nan_w = np.isnan(g), np.isnan(w)
+    fin_g, fin_w = np.isfinite(g), np.isfinite(w)
+    ok = (nan_g == nan_w) & (~(np.isinf(g) | np.isinf(w)) | (g == w))
+    if scale >= OVERFLOW:
+        ok |= ~fin_g | ~fin_w
+    fin = fin_g & fin_w
+    with np.errstate(invalid="ignore", over="ignore"):
+        ok[fin] = np.abs(g - w)[fin] <= ATOL * scale + RTOL * np.abs(w)[fin]
+    bad = np.flatnonzero(~ok)
+    assert not bad.size, f"{what} {name}: {bad.size} of {w.size} elements differ, first at " \
+        f"flat index {bad[0]}: {g[bad[0]]!r} vs ONNX Runtime {w[bad[0]]!r} (scale {scale:g})\ngot  {got}\nwant {want}"
+
+
+def run_case(case: Case) -> str:
+    """'ok', 'refused' (looptune names what it cannot import) or 'rejected' (ONNX Runtime
+    refuses the model); AssertionError on a wrong answer, any other exception on a crash."""
+    g = case.model.graph
+    names = [o for n in g.node for o in n.output if o]
+    try:
+        values = run_ort(case.model, case.feeds, names)
+    except Exception:  # noqa: BLE001 - ORT rejects the drawn model: not a test case
+        return "rejected"
+    try:
+        graph = from_onnx(case.model)
+    except InvalidModel:
+        raise  # ORT ran it: looptune must not call it invalid
+    except ImportError_:
+        return "refused"
+    feeds = graph_feeds(case.feeds)
+    mags = scales(case, values)
+    elems = {o.name: o.type.tensor_type.elem_type for o in g.output}
+    for got, o in zip(evaluate(graph, *feeds), g.output, strict=True):
+        compare("reference", o.name, got, values[o.name], mags[o.name], elems[o.name])
+    outs = looptune.compile_model(graph, check=False)(*feeds)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    for got, o in zip(outs, g.output, strict=True):
+        compare("compiled", o.name, got, values[o.name], mags[o.name], elems[o.name])
+    return "ok"
+
+
+def fuzz(examples: int, **kw) -> Counter:
+    stats = Counter()
+
+    @settings(max_examples=examples, deadline=None, print_blob=True,
+              suppress_health_check=list(HealthCheck), **kw)
+    @given(onnx_cases())
+    def check(case):
+        stats[run_case(case)] += 1
+
+    start = time.perf_counter()
+    check()
+    print(f"onnx fuzz: {sum(stats.values())} graphs in {time.perf_counter() - start:.0f} s: "
+          f"{dict(stats)}")
+    return stats
+
+
+@pytest.mark.cc
+def test_random_onnx_graphs_match_onnx_runtime():
+    stats = fuzz(200, derandomize=True, database=None)
+    assert stats["ok"] >= 0.7 * sum(stats.values()), stats  # the fuzzer is not vacuous
+
+
+@pytest.mark.cc
+@pytest.mark.slow
+def test_many_random_onnx_graphs_match_onnx_runtime():
+    stats = fuzz(2000)
+    assert stats["ok"] >= 0.7 * sum(stats.values()), stats
