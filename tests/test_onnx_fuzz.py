@@ -65,15 +65,16 @@ def graph_feeds(feeds: dict) -> list:
 
 
 def scales(case: Case, values: dict) -> dict:
-    """Each value's scale: the largest finite magnitude among the values it depends on."""
-    mags = {n: _finite_max(a) for n, a in list(values.items()) + list(case.feeds.items())}
+    """Each node output's scale: the largest finite magnitude among the values it is computed
+    from (directly or through other nodes; not its own)."""
+    own = {n: _finite_max(a) for n, a in list(values.items()) + list(case.feeds.items())}
     for init in case.model.graph.initializer:
-        mags[init.name] = _finite_max(onnx.numpy_helper.to_array(init))
+        own[init.name] = _finite_max(onnx.numpy_helper.to_array(init))
+    scale: dict = {}
     for node in case.model.graph.node:
-        dep = max([mags.get(i, 0.0) for i in node.input if i] + [1.0])
-        for o in node.output:
-            mags[o] = max(dep, mags.get(o, 0.0))
-    return mags
+        s = max([max(own.get(i, 1.0), scale.get(i, 1.0)) for i in node.input if i] + [1.0])
+        scale.update((o, s) for o in node.output)
+    return scale
 
 
 def _finite_max(a) -> float:
@@ -166,3 +167,68 @@ def test_random_onnx_graphs_match_onnx_runtime():
 def test_many_random_onnx_graphs_match_onnx_runtime():
     stats = fuzz(2000)
     assert stats["ok"] >= 0.7 * sum(stats.values()), stats
+
+
+# ------------------------------------------------------------------ the shrunk defects
+def _case(nodes, inputs, outputs, inits=(), opset=17, seed=0):
+    """inputs / outputs: [(name, shape, elem type)]; inits: {name: array}. Random feeds,
+    NaN and infinities among the floats."""
+    from onnx import numpy_helper
+    rng = np.random.default_rng(seed)
+    g = helper.make_graph(
+        nodes, "shrunk", [helper.make_tensor_value_info(n, t, s) for n, s, t in inputs],
+        [helper.make_tensor_value_info(n, t, None) for n, t in outputs],
+        [numpy_helper.from_array(np.asarray(a), n) for n, a in dict(inits).items()])
+    ops = [helper.make_opsetid("", opset)]
+    m = helper.make_model(g, opset_imports=ops)
+    m.ir_version = helper.find_min_ir_version_for(ops)
+    feeds = {}
+    for n, s, t in inputs:
+        x = rng.uniform(-3, 3, s).astype(np.float32)
+        if x.size > 2:
+            x.reshape(-1)[:3] = [np.nan, np.inf, -np.inf]
+        feeds[n] = np.asarray(x, helper.tensor_dtype_to_np_dtype(t))
+    return Case(m, feeds)
+
+
+F, I64, B = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64, onnx.TensorProto.BOOL
+node = helper.make_node
+SHRUNK = {
+    # a 0-d model input reached the kernel as shape (1,) and was refused
+    "scalar_input": lambda: _case([node("Relu", ["x"], ["y"])], [("x", [], F)], [("y", F)]),
+    # every axis reduced away without keepdims: (1,) instead of ONNX's ()
+    "full_reduction_is_0d": lambda: _case(
+        [node("ReduceSum", ["x"], ["y"], keepdims=0), node("ReduceL2", ["x"], ["z"], keepdims=0)],
+        [("x", [2, 3], F)], [("y", F), ("z", F)]),
+    "thresholded_relu_of_0d": lambda: _case(
+        [node("ThresholdedRelu", ["x"], ["y"], alpha=0.5)], [("x", [], F)], [("y", F)]),
+    # (4, 1) @ (1,) came out (4, 1); a vector on the left of a matrix was refused
+    "matmul_vector_right": lambda: _case(
+        [node("MatMul", ["x", "w"], ["y"])], [("x", [4, 3], F)], [("y", F)],
+        {"w": np.float32([0.5, -1.5, 2.0])}),
+    "matmul_vector_left": lambda: _case(
+        [node("MatMul", ["x", "w"], ["y"]), node("MatMul", ["x", "v"], ["z"])],
+        [("x", [3], F)], [("y", F), ("z", F)],
+        {"w": np.float32([[1, 2], [3, -4], [0.5, 6]]), "v": np.float32([0.5, -1.5, 2.0])}),
+    # axis = rank is (size, 1); it was (1, size)
+    "flatten_axis_rank": lambda: _case(
+        [node("Flatten", ["x"], ["y"], axis=1)], [("x", [4], F)], [("y", F)]),
+    # a missing bound is float32's lowest / highest number: infinities become finite
+    "clip_one_bound": lambda: _case(
+        [node("Clip", ["x", "", "hi"], ["y"]), node("Clip", ["x", "lo"], ["z"]),
+         node("Clip", ["x"], ["u"])],
+        [("x", [2, 3], F)], [("y", F), ("z", F), ("u", F)],
+        {"hi": np.float32(0.25), "lo": np.float32(-1.0)}),
+    # an output folded at import kept its ONNX type (bool, int64), a computed one is int32
+    "folded_outputs_take_graph_dtypes": lambda: _case(
+        [node("Transpose", ["m"], ["y"], perm=[1, 0]), node("ReduceMax", ["k"], ["z"], axes=[1])],
+        [], [("y", B), ("z", I64)],
+        {"m": np.array([[True, False, True], [False, False, True]]),
+         "k": np.int64([[3, -4], [5, 2]])}),
+}
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("name", sorted(SHRUNK))
+def test_shrunk_fuzz_cases_match_onnx_runtime(name):
+    assert run_case(SHRUNK[name]()) == "ok"
