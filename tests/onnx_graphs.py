@@ -497,8 +497,71 @@ def flatten(b: _Builder):
                   x.elem, tame=x.tame, axis=axis)
 
 
+def expand_tile_pad(b: _Builder):
+    x = b.pick((F, I64), min_rank=1, max_rank=3)
+    op = b.draw(st.sampled_from(["Expand", "Tile", "Pad"]), label="op")
+    if op == "Expand":
+        shape = b.broadcastable(x.shape)
+        out = np.broadcast_shapes(x.shape, shape)
+        return b.emit(op, [x.name, b.ints(shape)], out, x.elem, tame=x.tame)
+    if op == "Tile":
+        reps = [b.draw(st.integers(1, 2), label="rep") for _ in x.shape]
+        return b.emit(op, [x.name, b.ints(reps)], [s * r for s, r in zip(x.shape, reps)],
+                      x.elem, tame=x.tame)
+    pads = [b.draw(st.integers(-1 if s > 1 else 0, 2), label="pad") for s in x.shape * 2]
+    out = [s + lo + hi for s, lo, hi in zip(x.shape, pads, pads[len(x.shape):])]
+    if min(out) < 1:
+        return None
+    ins = [x.name, b.ints(pads)]
+    if b.draw(st.booleans(), label="value"):
+        ins.append(b.scalar(b.draw(st.sampled_from([1.5, -2.0])), x.elem))
+    return b.emit(op, ins, out, x.elem)
+
+
+def split(b: _Builder):
+    x = b.pick((F,), min_rank=1)
+    axis = b.draw(st.integers(-len(x.shape), len(x.shape) - 1), label="axis")
+    n = x.shape[axis]
+    cut = b.draw(st.integers(0, n), label="cut")
+    sizes = [c for c in (cut, n - cut) if c]
+    outs = [b.fresh("v") for _ in sizes]
+    b.nodes.append(helper.make_node("Split", [x.name, b.ints(sizes)], outs, axis=axis))
+    for o, size in zip(outs, sizes):
+        shape = list(x.shape)
+        shape[axis] = size
+        b.pool.append(Val(o, tuple(shape), F, tame=False))
+    return b.pool[-1]
+
+
+def misc(b: _Builder):
+    op = b.draw(st.sampled_from(["PRelu", "Mod", "LayerNormalization", "Max3", "Sum3"]),
+                label="op")
+    x = b.pick((F,), min_rank=1)
+    if op == "PRelu":  # the slope broadcasts to x (unidirectionally)
+        slope = b.leaf(b.broadcastable(x.shape)[-len(x.shape):], F)
+        return b.emit(op, [x.name, slope.name], x.shape, F)
+    if op == "Mod":
+        c = b.partner(x, (F,))
+        return b.emit(op, [x.name, c.name], np.broadcast_shapes(x.shape, c.shape), F, fmod=1)
+    if op == "LayerNormalization" and b.opset >= 17:
+        axis = b.draw(st.integers(-len(x.shape), len(x.shape) - 1), label="axis")
+        norm = x.shape[axis:]
+        ins = [x.name, b.leaf(norm, F, const=True).name]
+        if b.draw(st.booleans(), label="bias"):
+            ins.append(b.leaf(norm, F, const=True).name)
+        return b.emit(op, ins, x.shape, F, axis=axis, epsilon=1e-3)
+    if op == "LayerNormalization":
+        return None
+    y, z = b.partner(x, (F,)), b.partner(x, (F,))
+    shape = np.broadcast_shapes(x.shape, y.shape)
+    if not _broadcasts(z.shape, shape):
+        return None
+    return b.emit(op[:-1], [x.name, y.name, z.name], np.broadcast_shapes(shape, z.shape), F)
+
+
 BUILDERS = [unary, activation, binary, binary, compare, where, cast, clip, matmul, gemm, conv,
-            pool, reduce, reduce, softmax, reshape, transpose, concat, slice_, squeeze, flatten]
+            pool, reduce, reduce, softmax, reshape, transpose, concat, slice_, squeeze, flatten,
+            expand_tile_pad, split, misc]
 
 
 @st.composite

@@ -66,15 +66,29 @@ def graph_feeds(feeds: dict) -> list:
 
 def scales(case: Case, values: dict) -> dict:
     """Each node output's scale: the largest finite magnitude among the values it is computed
-    from (directly or through other nodes; not its own)."""
+    from (directly or through other nodes; not its own). Infinite past a node whose float32
+    answer overflowed in ONNX Runtime from finite inputs of OVERFLOW size: what follows an
+    overflow that another order of summation (or float64 constant folding) avoids is not
+    compared."""
     own = {n: _finite_max(a) for n, a in list(values.items()) + list(case.feeds.items())}
+    finite = {n: _all_finite(a) for n, a in list(values.items()) + list(case.feeds.items())}
     for init in case.model.graph.initializer:
-        own[init.name] = _finite_max(onnx.numpy_helper.to_array(init))
+        a = onnx.numpy_helper.to_array(init)
+        own[init.name], finite[init.name] = _finite_max(a), _all_finite(a)
     scale: dict = {}
     for node in case.model.graph.node:
-        s = max([max(own.get(i, 1.0), scale.get(i, 1.0)) for i in node.input if i] + [1.0])
+        ins = [i for i in node.input if i]
+        s = max([max(own.get(i, 1.0), scale.get(i, 1.0)) for i in ins] + [1.0])
+        if s >= OVERFLOW and all(finite.get(i, True) for i in ins) and \
+                not all(finite.get(o, True) for o in node.output):
+            s = np.inf
         scale.update((o, s) for o in node.output)
     return scale
+
+
+def _all_finite(a) -> bool:
+    a = np.asarray(a)
+    return a.dtype.kind != "f" or bool(np.isfinite(a).all())
 
 
 def _finite_max(a) -> float:
@@ -213,6 +227,11 @@ SHRUNK = {
     # axis = rank is (size, 1); it was (1, size)
     "flatten_axis_rank": lambda: _case(
         [node("Flatten", ["x"], ["y"], axis=1)], [("x", [4], F)], [("y", F)]),
+    # Pow(2, x) was x * x and Pow(0.5, x) sqrt(x): the base was taken for the exponent
+    "pow_of_a_constant_base": lambda: _case(
+        [node("Pow", ["two", "x"], ["y"]), node("Pow", ["half", "x"], ["z"])],
+        [("x", [2, 3], F)], [("y", F), ("z", F)],
+        {"two": np.float32(2.0), "half": np.float32(0.5)}),
     # a missing bound is float32's lowest / highest number: infinities become finite
     "clip_one_bound": lambda: _case(
         [node("Clip", ["x", "", "hi"], ["y"]), node("Clip", ["x", "lo"], ["z"]),
