@@ -134,10 +134,10 @@ class _Builder:
                           label="lead")
         return tuple(extra + tail)
 
-    def partner(self, v: Val, elems, **leaf) -> Val:
-        """A second operand that broadcasts with v."""
+    def partner(self, v: Val, elems, fresh=False, **leaf) -> Val:
+        """A second operand that broadcasts with v (`fresh`: a new leaf)."""
         fits = [u for u in self.pool if u.elem in elems and _broadcasts(u.shape, v.shape)]
-        if fits and not leaf and self.draw(st.booleans(), label="reuse2"):
+        if fits and not fresh and not leaf and self.draw(st.booleans(), label="reuse2"):
             u = self.draw(st.sampled_from(fits), label="operand2")
             self.consumed.add(u.name)
             return u
@@ -231,7 +231,8 @@ def compare(b: _Builder):
     a = b.pick((elem,))
     if op == "Not":
         return b.emit(op, [a.name], a.shape, B, tame=True)
-    c = b.partner(a, (elem,))
+    # two computed operands may tie but for rounding (Celu(x) > x on denormals): one is new
+    c = b.partner(a, (elem,), fresh=elem == F)
     return b.emit(op, [a.name, c.name], np.broadcast_shapes(a.shape, c.shape), B, tame=True)
 
 
