@@ -143,8 +143,6 @@ def _binary(op):
                     and x.dtype == "float32":  # scalar= is a float
                 if op == "pow" and s == 2 and not rev:  # rev: 2 ** x, no square
                     return imp.op("mul", x, x, name=name)
-                if op == "pow" and s == 0.5 and not rev:
-                    return imp.op("sqrt", x, name=name)
                 return imp.op(op, x, name=name, scalar=float(s), reverse=rev)
         return imp.op(op, a, b, name=name)
     return h
