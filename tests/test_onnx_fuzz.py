@@ -18,7 +18,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, given, note, settings  # noqa: E402
 from onnx import helper  # noqa: E402
 
 import looptune  # noqa: E402
@@ -161,6 +161,7 @@ def fuzz(examples: int, **kw) -> Counter:
               suppress_health_check=list(HealthCheck), **kw)
     @given(onnx_cases())
     def check(case):
+        note(case.text)  # a failure prints its (shrunk) model as ONNX text
         stats[run_case(case)] += 1
 
     start = time.perf_counter()
