@@ -346,10 +346,12 @@ def conv(b: _Builder):
     attrs.update(strides=[w[1] for w in wins], dilations=[w[2] for w in wins], group=group)
     out = [_out_size(s, k, st_, d, attrs, i, nd) for i, (s, (k, st_, d))
            in enumerate(zip(x.shape[2:], wins))]
-    w = b.leaf((m, c // group, *kernel), F, const=True)
+    # finite weights: a padded zero times an infinite weight is NaN where the padding is
+    # multiplied (looptune) and nothing where it is skipped (ONNX Runtime)
+    w = b.leaf((m, c // group, *kernel), F, const=True, tame=True)
     ins = [x.name, w.name]
     if b.draw(st.booleans(), label="bias"):
-        ins.append(b.leaf((m,), F, const=True).name)
+        ins.append(b.leaf((m,), F, const=True, tame=True).name)
     return b.emit("Conv", ins, (x.shape[0], m, *out), F, **attrs)
 
 
