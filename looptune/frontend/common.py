@@ -74,10 +74,17 @@ class Emitter:
         return self.op("reshape", x, name=name, shape=shape)
 
     def matmul(self, a: Value, b: Value, name: str, emit=None) -> Value:
-        """a @ b with numpy's rules for 2-D and batched operands: (..., K) @ (K, N) as one 2-D
-        matmul, equal leading dimensions as one batch_matmul (reshapes are free views).
-        `emit` makes the nodes (default: self.op)."""
+        """a @ b with numpy's rules for 1-D, 2-D and batched operands: (..., K) @ (K, N) as one
+        2-D matmul, equal leading dimensions as one batch_matmul, a vector as a matrix of one
+        row or column (reshapes are free views). `emit` makes the nodes (default: self.op)."""
         emit = emit or self.op
+        if len(a.shape) == 1 or len(b.shape) == 1:
+            y = self.matmul(self.reshape(a, (1,) + a.shape) if len(a.shape) == 1 else a,
+                            self.reshape(b, b.shape + (1,)) if len(b.shape) == 1 else b,
+                            name, emit)
+            rows = () if len(a.shape) == 1 else y.shape[-2:-1]
+            cols = () if len(b.shape) == 1 else y.shape[-1:]
+            return self.reshape(y, y.shape[:-2] + rows + cols)
         if len(a.shape) == 2 and len(b.shape) == 2:
             return emit("matmul", a, b, name=name)
         if len(b.shape) == 2:  # (..., K) @ (K, N)

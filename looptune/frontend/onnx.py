@@ -108,7 +108,10 @@ class _Importer:
         if missing:
             raise ImportError_(f"the model's output(s) {', '.join(missing)} are computed by no "
                                "node; check the model with onnx.checker.check_model")
-        graph = self.e.g.finish(*[self.env[o.name] for o in self.graph.output])
+        # an output folded to a constant keeps no ONNX type either: int32 or float32 as every
+        # computed output (a bool or int64 one came back as such, unlike the same one computed)
+        graph = self.e.g.finish(*[self.graph_value(self.env[o.name])
+                                  for o in self.graph.output])
         return remove_dead(fold_conv_affine(graph))
 
     def graph_input(self, inp) -> Value:

@@ -396,14 +396,15 @@ def _reduce(op):
                 return x
             axes = list(range(len(x.shape)))
         axes = tuple(sorted(a % len(x.shape) for a in axes))
-        if op == "sum_square":
-            return imp.op("sum", imp.op("mul", x, x, name=name + "_sq"), name=name, axis=axes,
-                          keepdims=keep)
-        if op == "l2":
-            s = imp.op("sum", imp.op("mul", x, x, name=name + "_sq"), name=name + "_sum",
+        if op in ("sum_square", "l2"):
+            y = imp.op("sum", imp.op("mul", x, x, name=name + "_sq"), name=name + "_sum",
                        axis=axes, keepdims=keep)
-            return imp.op("sqrt", s, name=name)
-        return imp.op(op, x, name=name, axis=axes, keepdims=keep)
+            y = imp.op("sqrt", y, name=name) if op == "l2" else y
+        else:
+            y = imp.op(op, x, name=name, axis=axes, keepdims=keep)
+        if not keep and len(axes) == len(x.shape) and y.shape != ():
+            y = imp.e.reshape(y, (), name + "_0d")  # every axis reduced away: 0-d, as in ONNX
+        return y
     return h
 
 

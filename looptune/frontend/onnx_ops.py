@@ -102,7 +102,7 @@ def _prelu(imp, name, ins, at):
 def _thresholded_relu(imp, name, ins, at):
     x = ins[0]
     keep = imp.op("greater", x, name=name + "_keep", scalar=float(at.get("alpha", 1.0)))
-    return imp.op("where", keep, x, imp.const(name + "_zero", np.zeros(1, np.float32)),
+    return imp.op("where", keep, x, imp.const(name + "_zero", np.zeros((), np.float32)),
                   name=name)
 
 
@@ -116,12 +116,17 @@ def _scalar(v):
 
 @_on("Clip")
 def _clip(imp, name, ins, at):
+    """A missing float bound is float32's lowest or highest number (ONNX's default), so
+    infinities become finite as in ONNX Runtime."""
     x, lo, hi = ins[0], _opt(ins, 1), _opt(ins, 2)
     bounds = {}
+    if x.dtype == "float32":
+        bounds = {"min": float(np.finfo(np.float32).min), "max": float(np.finfo(np.float32).max)}
     for key, v in (("min", lo), ("max", hi)):
         if v is not None and (_scalar(v) is None or x.dtype != "float32"):
             # a tensor bound, or an integer one: an elementwise max / min
             x = imp.op("maximum" if key == "min" else "minimum", x, v, name=f"{name}_{key}")
+            bounds.pop(key, None)
         elif v is not None:
             bounds[key] = float(_scalar(v))
     if not bounds:
@@ -136,10 +141,8 @@ def _binary(op):
             s = _scalar(y)
             if s is not None and not x.is_const and len(y.shape) <= len(x.shape) \
                     and x.dtype == "float32":  # scalar= is a float
-                if op == "pow" and s == 2:
+                if op == "pow" and s == 2 and not rev:  # rev: 2 ** x, no square
                     return imp.op("mul", x, x, name=name)
-                if op == "pow" and s == 0.5:
-                    return imp.op("sqrt", x, name=name)
                 return imp.op(op, x, name=name, scalar=float(s), reverse=rev)
         return imp.op(op, a, b, name=name)
     return h
@@ -269,7 +272,8 @@ def _range(imp, name, ins, at):
 @_on("Flatten")
 def _flatten(imp, name, ins, at):
     x = ins[0]
-    axis = at.get("axis", 1) % max(len(x.shape), 1) if at.get("axis", 1) else 0
+    axis = int(at.get("axis", 1))
+    axis = axis + len(x.shape) if axis < 0 else axis  # 0 to rank: rank makes (size, 1)
     return imp.e.reshape(x, (int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:]))), name)
 
 

@@ -103,7 +103,7 @@ class CompiledModel:
             if not kind_ok:
                 raise ModelError(f"input {i} ({name}) must be {dtype}, got {a.dtype}")
             a = a.astype(dtype)
-        return np.ascontiguousarray(a)
+        return np.asarray(a, order="C")  # np.ascontiguousarray made a 0-d input 1-d
 
     def __call__(self, *inputs):
         if len(inputs) != len(self.inputs):

@@ -255,6 +255,8 @@ def merge_transposes(graph: Graph) -> Graph:
     g = GraphBuilder(graph.name)
     vmap: dict = {id(v): g.input(v.name, v.shape, v.dtype) for v in graph.inputs}
     made: dict = {}  # id(old node) -> the node made for it (None: none)
+    # id(old transpose) -> (new input, perm) after merging: a chain of three merges into one
+    merged: dict = {}
 
     def get(v):
         return v if v.is_const else vmap[id(v)]
@@ -266,11 +268,13 @@ def merge_transposes(graph: Graph) -> Graph:
         if node.op == "transpose" and inner is not None and inner.op == "transpose" \
                 and len(readers.get(id(inner.output), [])) == 1 \
                 and id(inner.output) not in outputs:
-            p1, p2 = inner.attrs["perm"], attrs["perm"]
-            attrs["perm"] = tuple(p1[d] for d in p2)
-            args = [get(inner.inputs[0])]
+            src, p1 = merged[id(inner)]
+            attrs["perm"] = tuple(p1[d] for d in attrs["perm"])
+            args = [src]
             if made.get(id(inner)) is not None:
                 g.nodes.remove(made[id(inner)])  # its only reader now skips it
+        if node.op == "transpose":
+            merged[id(node)] = (args[0], tuple(attrs["perm"]))
         if node.op == "transpose" and tuple(attrs["perm"]) == tuple(range(len(attrs["perm"]))):
             vmap[id(node.output)] = args[0]
             made[id(node)] = None

@@ -57,6 +57,15 @@ _unary("neg", lambda x, a: -x, lambda x, a: -x)
 _unary("erf", lambda x, a: te.erf(x), lambda x, a: np.vectorize(math.erf)(x.astype(np.float64)))
 
 
+def _pow(a, b):
+    """a ** b as C's pow: GCC compiles powf(x, 0.5f) as sqrtf(x) (-fno-math-errno), which is
+    NaN at -inf, where pow is +inf."""
+    if isinstance(b, float) and b == 0.5:
+        return te.if_then_else(a == te.const(-math.inf, a.dtype), te.const(math.inf, a.dtype),
+                               te.pow(a, b))
+    return te.pow(a, b)
+
+
 _BINARY = {
     "add": (lambda a, b: a + b, np.add),
     "sub": (lambda a, b: a - b, np.subtract),
@@ -64,7 +73,8 @@ _BINARY = {
     "div": (lambda a, b: a / b, np.divide),
     "maximum": (lambda a, b: te.max(a, b), np.maximum),
     "minimum": (lambda a, b: te.min(a, b), np.minimum),
-    "pow": (lambda a, b: te.pow(a, b), np.power),
+    # C's pow (np.power takes x ** 0.5 for sqrt(x): NaN, not +inf, at -inf)
+    "pow": (_pow, np.float_power),
 }
 
 

@@ -135,8 +135,10 @@ def _pad_ref(a, at):
 @graph_op("pad", "injective", attrs=("pad_before", "pad_after", "value"), ref=_pad_ref)
 def pad(inputs, attrs, node):
     X = _one(node, "pad", inputs)
-    return ops.pad(X, tuple(attrs["pad_before"]), tuple(attrs["pad_after"]),
-                   float(attrs.get("value", 0.0)), name=node)
+    value = float(attrs.get("value", 0.0))
+    if X.dtype.startswith("int"):  # a float value would make the padded tensor float
+        value = te.const(int(value), X.dtype)
+    return ops.pad(X, tuple(attrs["pad_before"]), tuple(attrs["pad_after"]), value, name=node)
 
 
 def _embedding_ref(a, attrs):

@@ -1,0 +1,274 @@
+"""Differential fuzzing of the ONNX importer: random small graphs (tests/onnx_graphs.py) run by
+ONNX Runtime and by looptune (the imported graph's numpy reference, and the compiled model
+with its default schedules) must agree: the same shape, NaN and infinities where ONNX Runtime
+has them, finite values within float32 rounding of the values that fed them.
+
+A graph ONNX Runtime rejects is discarded; one looptune refuses with an ImportError_ (an
+unsupported operator or attribute) is counted as refused; a crash or a wrong answer fails, and
+hypothesis shrinks it to a minimal graph. Models compile with compile_model(check=False): the
+default schedules, whose kernels the kernel cache keeps across graphs. The shrunk graphs of
+the defects found are plain regression tests at the end of the file."""
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, note, settings  # noqa: E402
+from onnx import helper  # noqa: E402
+
+import looptune  # noqa: E402
+from looptune.frontend.onnx import from_onnx, graph_dtype  # noqa: E402
+from looptune.frontend.onnx_ops import InvalidModel  # noqa: E402
+from looptune.frontend.common import ImportError_  # noqa: E402
+from looptune.graph import evaluate  # noqa: E402
+from onnx_graphs import Case, onnx_cases  # noqa: E402
+
+RTOL = 1e-3   # transcendental functions differ in their last bits between libraries
+ATOL = 1e-5   # times the largest finite magnitude among the values an output depends on
+# an output that depends on values this large may overflow float32 in one order of summation
+# (or in float32 rather than float64) and not in another: where either answer is NaN or
+# infinite, it is not compared
+OVERFLOW = 1e18
+ACCUMULATING = {"MatMul", "Gemm", "Conv", "AveragePool", "GlobalAveragePool", "ReduceSum",
+                "ReduceMean", "ReduceProd", "ReduceSumSquare", "ReduceL2", "Softmax",
+                "LogSoftmax", "LayerNormalization", "Mean", "Sum"}
+
+
+def run_ort(model, feeds, names):
+    """ONNX Runtime's value of every name (graph outputs and intermediates)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    types = {v.name: v for v in m.graph.output}
+    elems = _elem_types(m)
+    for n in names:
+        if n not in types:
+            m.graph.output.append(helper.make_tensor_value_info(n, elems[n], None))
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(m.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+    outs = sess.run(names, feeds)
+    return dict(zip(names, outs))
+
+
+def _elem_types(m) -> dict:
+    inferred = onnx.shape_inference.infer_shapes(m)
+    return {v.name: v.type.tensor_type.elem_type
+            for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
+
+
+def graph_feeds(feeds: dict) -> list:
+    """The feeds as a compiled model takes them: booleans as int32 (the graph's truth values)."""
+    return [v.astype(np.int32) if v.dtype == np.bool_ else v for v in feeds.values()]
+
+
+def scales(case: Case, values: dict) -> dict:
+    """Each node output's scale: the largest finite magnitude among the values it is computed
+    from (directly or through other nodes; not its own). Infinite (nothing compared) past a
+    node on values of OVERFLOW size that overflowed in ONNX Runtime, or that sums inside
+    (where float32 may overflow in one order of summation, or in float32 and not in the
+    float64 of constant folding, with no trace in its output)."""
+    own = {n: _finite_max(a) for n, a in list(values.items()) + list(case.feeds.items())}
+    finite = {n: _all_finite(a) for n, a in list(values.items()) + list(case.feeds.items())}
+    for init in case.model.graph.initializer:
+        a = onnx.numpy_helper.to_array(init)
+        own[init.name], finite[init.name] = _finite_max(a), _all_finite(a)
+    scale: dict = {}
+    for node in case.model.graph.node:
+        ins = [i for i in node.input if i]
+        s = max([max(own.get(i, 1.0), scale.get(i, 1.0)) for i in ins] + [1.0])
+        overflowed = not all(finite.get(o, True) for o in node.output) and \
+            all(finite.get(i, True) for i in ins)
+        if s >= OVERFLOW and (overflowed or node.op_type in ACCUMULATING):
+            s = np.inf
+        scale.update((o, s) for o in node.output)
+    return scale
+
+
+def _all_finite(a) -> bool:
+    a = np.asarray(a)
+    return a.dtype.kind != "f" or bool(np.isfinite(a).all())
+
+
+def _finite_max(a) -> float:
+    a = np.asarray(a)
+    if a.dtype == np.bool_ or a.size == 0:
+        return 1.0
+    f = np.abs(a.astype(np.float64))
+    f = f[np.isfinite(f)]
+    return float(f.max()) if f.size else 1.0
+
+
+def compare(what: str, name: str, got, want, scale: float, elem: int) -> None:
+    """looptune's `got` against ONNX Runtime's `want` for one output (see the module doc)."""
+    got, want = np.asarray(got), np.asarray(want)
+    where = f"{what} output {name}"
+    assert got.shape == want.shape, f"{where}: shape {got.shape}, ONNX Runtime {want.shape}"
+    assert str(got.dtype) == graph_dtype(elem), \
+        f"{where}: dtype {got.dtype}, want {graph_dtype(elem)} for ONNX element type {elem}"
+    g, w = got.reshape(-1).astype(np.float64), want.reshape(-1).astype(np.float64)
+    if want.dtype.kind != "f":
+        ok = g == w
+    else:
+        fin_g, fin_w = np.isfinite(g), np.isfinite(w)
+        ok = fin_g & fin_w | (g == w) | np.isnan(g) & np.isnan(w)  # then finite ones:
+        if scale >= OVERFLOW:
+            ok |= ~fin_g | ~fin_w
+        fin = fin_g & fin_w
+        ok[fin] = np.abs(g - w)[fin] <= ATOL * scale + RTOL * np.abs(w)[fin]
+    bad = np.flatnonzero(~ok)
+    assert not bad.size, f"{where}: {bad.size} of {w.size} elements differ, first at flat " \
+        f"index {bad[0]}: {g[bad[0]]!r}, ONNX Runtime {w[bad[0]]!r} (scale {scale:g})\n" \
+        f"got  {got}\nwant {want}"
+
+
+def run_case(case: Case) -> str:
+    """'ok', 'refused' (looptune names what it cannot import) or 'rejected' (ONNX Runtime
+    refuses the model); AssertionError on a wrong answer, any other exception on a crash."""
+    g = case.model.graph
+    names = [o for n in g.node for o in n.output if o]
+    try:
+        values = run_ort(case.model, case.feeds, names)
+    except Exception:  # noqa: BLE001 - ORT rejects the drawn model: not a test case
+        return "rejected"
+    try:
+        graph = from_onnx(case.model)
+    except InvalidModel:
+        raise  # ORT ran it: looptune must not call it invalid
+    except ImportError_:
+        return "refused"
+    feeds = graph_feeds(case.feeds)
+    mags = scales(case, values)
+    elems = {o.name: o.type.tensor_type.elem_type for o in g.output}
+    for got, o in zip(evaluate(graph, *feeds), g.output, strict=True):
+        compare("reference", o.name, got, values[o.name], mags[o.name], elems[o.name])
+    outs = looptune.compile_model(graph, check=False)(*feeds)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    for got, o in zip(outs, g.output, strict=True):
+        compare("compiled", o.name, got, values[o.name], mags[o.name], elems[o.name])
+    return "ok"
+
+
+def fuzz(examples: int, **kw) -> Counter:
+    stats = Counter()
+
+    @settings(max_examples=examples, deadline=None, print_blob=True,
+              suppress_health_check=list(HealthCheck), **kw)
+    @given(onnx_cases())
+    def check(case):
+        note(case.text)  # a failure prints its (shrunk) model as ONNX text
+        stats[run_case(case)] += 1
+
+    start = time.perf_counter()
+    check()
+    print(f"onnx fuzz: {sum(stats.values())} graphs in {time.perf_counter() - start:.0f} s: "
+          f"{dict(stats)}")
+    return stats
+
+
+# NaN and infinities in the inputs make numpy warn in the references
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+@pytest.mark.cc
+def test_random_onnx_graphs_match_onnx_runtime():
+    stats = fuzz(200, derandomize=True, database=None)
+    assert stats["ok"] >= 0.7 * sum(stats.values()), stats  # the fuzzer is not vacuous
+
+
+@pytest.mark.cc
+@pytest.mark.slow
+def test_many_random_onnx_graphs_match_onnx_runtime():
+    stats = fuzz(2000)
+    assert stats["ok"] >= 0.7 * sum(stats.values()), stats
+
+
+# ------------------------------------------------------------------ the shrunk defects
+def _case(nodes, inputs, outputs, inits=(), opset=17, seed=0):
+    """inputs / outputs: [(name, shape, elem type)]; inits: {name: array}. Random feeds,
+    NaN and infinities among the floats."""
+    from onnx import numpy_helper
+    rng = np.random.default_rng(seed)
+    g = helper.make_graph(
+        nodes, "shrunk", [helper.make_tensor_value_info(n, t, s) for n, s, t in inputs],
+        [helper.make_tensor_value_info(n, t, None) for n, t in outputs],
+        [numpy_helper.from_array(np.asarray(a), n) for n, a in dict(inits).items()])
+    ops = [helper.make_opsetid("", opset)]
+    m = helper.make_model(g, opset_imports=ops)
+    m.ir_version = helper.find_min_ir_version_for(ops)
+    feeds = {}
+    for n, s, t in inputs:
+        if t != F:
+            feeds[n] = np.asarray(rng.integers(-5, 6, s), helper.tensor_dtype_to_np_dtype(t))
+            continue
+        x = rng.uniform(-3, 3, s).astype(np.float32)
+        if x.size > 2:
+            x.reshape(-1)[:3] = [np.nan, np.inf, -np.inf]
+        feeds[n] = np.asarray(x)
+    return Case(m, feeds)
+
+
+F, I64, B = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64, onnx.TensorProto.BOOL
+node = helper.make_node
+SHRUNK = {
+    # a 0-d model input reached the kernel as shape (1,) and was refused
+    "scalar_input": lambda: _case([node("Relu", ["x"], ["y"])], [("x", [], F)], [("y", F)]),
+    # every axis reduced away without keepdims: (1,) instead of ONNX's ()
+    "full_reduction_is_0d": lambda: _case(
+        [node("ReduceSum", ["x"], ["y"], keepdims=0), node("ReduceL2", ["x"], ["z"], keepdims=0)],
+        [("x", [2, 3], F)], [("y", F), ("z", F)]),
+    "thresholded_relu_of_0d": lambda: _case(
+        [node("ThresholdedRelu", ["x"], ["y"], alpha=0.5)], [("x", [], F)], [("y", F)]),
+    # (4, 1) @ (1,) came out (4, 1); a vector on the left of a matrix was refused
+    "matmul_vector_right": lambda: _case(
+        [node("MatMul", ["x", "w"], ["y"])], [("x", [4, 3], F)], [("y", F)],
+        {"w": np.float32([0.5, -1.5, 2.0])}),
+    "matmul_vector_left": lambda: _case(
+        [node("MatMul", ["x", "w"], ["y"]), node("MatMul", ["x", "v"], ["z"])],
+        [("x", [3], F)], [("y", F), ("z", F)],
+        {"w": np.float32([[1, 2], [3, -4], [0.5, 6]]), "v": np.float32([0.5, -1.5, 2.0])}),
+    # axis = rank is (size, 1); it was (1, size)
+    "flatten_axis_rank": lambda: _case(
+        [node("Flatten", ["x"], ["y"], axis=1)], [("x", [4], F)], [("y", F)]),
+    # Pow(2, x) was x * x and Pow(0.5, x) sqrt(x): the base was taken for the exponent
+    "pow_of_a_constant_base": lambda: _case(
+        [node("Pow", ["two", "x"], ["y"]), node("Pow", ["half", "x"], ["z"])],
+        [("x", [2, 3], F)], [("y", F), ("z", F)],
+        {"two": np.float32(2.0), "half": np.float32(0.5)}),
+    # three transposes in a row: the planner merged the second pair into a removed node
+    "three_transposes": lambda: _case(
+        [node("Transpose", ["x"], ["a"], perm=[1, 0]), node("Transpose", ["a"], ["b"], perm=[1, 0]),
+         node("Transpose", ["b"], ["y"], perm=[1, 0])], [("x", [1, 4], F)], [("y", F)]),
+    # an integer Pad made a float32 tensor
+    "pad_of_integers": lambda: _case(
+        [node("Pad", ["x", "p", "v"], ["y"])], [("x", [2, 3], I64)], [("y", I64)],
+        {"p": np.int64([1, 0, 0, 2]), "v": np.int64(7)}),
+    # Pow(x, 0.5) was sqrt(x), but pow(-inf, 0.5) is +inf
+    "pow_half_of_minus_inf": lambda: _case(
+        [node("Pow", ["x", "half"], ["y"])], [("x", [2, 3], F)], [("y", F)],
+        {"half": np.float32(0.5)}),
+    # a missing bound is float32's lowest / highest number: infinities become finite
+    "clip_one_bound": lambda: _case(
+        [node("Clip", ["x", "", "hi"], ["y"]), node("Clip", ["x", "lo"], ["z"]),
+         node("Clip", ["x"], ["u"])],
+        [("x", [2, 3], F)], [("y", F), ("z", F), ("u", F)],
+        {"hi": np.float32(0.25), "lo": np.float32(-1.0)}),
+    # an output folded at import kept its ONNX type (bool, int64), a computed one is int32
+    "folded_outputs_take_graph_dtypes": lambda: _case(
+        [node("Transpose", ["m"], ["y"], perm=[1, 0]), node("ReduceMax", ["k"], ["z"], axes=[1])],
+        [], [("y", B), ("z", I64)],
+        {"m": np.array([[True, False, True], [False, False, True]]),
+         "k": np.int64([[3, -4], [5, 2]])}),
+}
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("name", sorted(SHRUNK))
+def test_shrunk_fuzz_cases_match_onnx_runtime(name):
+    assert run_case(SHRUNK[name]()) == "ok"
