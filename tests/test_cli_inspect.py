@@ -83,11 +83,15 @@ def test_inspect_reads_a_torch_export_file(tmp_path, capsys):
 
 
 @pytest.mark.cc
-def test_run_compiles_a_torch_export_file(tmp_path, capsys):
+def test_run_compiles_a_torch_export_file(tmp_path, capsys, monkeypatch):
     torch = pytest.importorskip("torch")
     net = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.Hardswish()).eval()
     path = tmp_path / "net.pt2"
     torch.export.save(torch.export.export(net, (torch.randn(2, 16),)), str(path))
-    assert main(["run", str(path), "--work-dir", str(tmp_path / "none")]) == 0
+    # a work dir that does not exist is named, not taken for an empty database
+    assert main(["run", str(path), "--work-dir", str(tmp_path / "none")]) == 2
+    assert "that work dir does not exist" in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)  # no ./looptune-work here: untuned, and it says so
+    assert main(["run", str(path)]) == 0
     out = capsys.readouterr().out
     assert "0 of 1 tasks tuned" in out and "ms per inference" in out
