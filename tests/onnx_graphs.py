@@ -239,8 +239,10 @@ def compare(b: _Builder):
     a = b.pick((elem,))
     if op == "Not":
         return b.emit(op, [a.name], a.shape, B, tame=True)
-    # two computed operands may tie but for rounding (Celu(x) > x on denormals): one is new
-    c = b.partner(a, (elem,), fresh=elem == F)
+    # two computed operands may tie but for rounding (Celu(x) > x on denormals), and so may a
+    # computed denormal and a new one (Selu(-3e-39) is -5e-39 or, as exp(x) - 1, 0): the
+    # other operand is new and tame (no specials)
+    c = b.partner(a, (elem,), **({"tame": True} if elem == F else {}))
     return b.emit(op, [a.name, c.name], np.broadcast_shapes(a.shape, c.shape), B, tame=True)
 
 

@@ -265,6 +265,11 @@ SHRUNK = {
         [], [("y", B), ("z", I64)],
         {"m": np.array([[True, False, True], [False, False, True]]),
          "k": np.int64([[3, -4], [5, 2]])}),
+    # fmod(x, -inf) is x (C's fmod, ONNX Runtime's): a - b * trunc(a / b) made 0 * inf = NaN
+    "fmod_by_infinity": lambda: Case(_case(
+        [node("Mod", ["x", "d"], ["y"], fmod=1)], [("x", [3], F), ("d", [], F)],
+        [("y", F)]).model, {"x": np.float32([-np.inf, 32.02, -5.5]),
+                            "d": np.array(-np.inf, np.float32)}),
 }
 
 

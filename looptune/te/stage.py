@@ -33,6 +33,9 @@ def create_schedule(ops) -> "TESchedule":
 
 
 class TESchedule:
+    """`s = te.create_schedule(C.op)`: `s[C]` is C's stage, whose primitives are recorded on
+    `s.sch` (a looptune Schedule over the function of the inputs and outputs)."""
+
     def __init__(self, outputs):
         order = _topo(outputs)
         inputs = [t for t in order if isinstance(t.op, PlaceholderOp)]
