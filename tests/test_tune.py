@@ -230,6 +230,32 @@ def test_tune_then_compile_the_best_record(tmp_path):
 
 
 @pytest.mark.cc
+def test_compile_tir_says_which_schedule_it_applies_and_why():
+    from looptune.schedule import Schedule
+    from looptune.target import Target
+    from looptune.tune import TuningRecord
+    func = small(M=16, N=16, K=8)
+    db = MemoryDatabase()
+    wl = db.commit_workload(func)
+    target = Target.create("cpu")
+    tuned = Schedule(func)
+    tuned.split(tuned.get_loops(tuned.get_block("matmul"))[1], [None, 4])
+    measure = {**EvaluatorConfig(num_threads=1).to_json(), "aborted_early": False}
+    db.commit_tuning_record(TuningRecord(wl, tuned.trace, (2e-3,) * 3, target,
+                                         measure=measure, sch_hash="tuned"))
+    db.commit_tuning_record(TuningRecord(wl, Schedule(func).trace, (1e-3,) * 3, target,
+                                         measure={**measure, "baseline": "default schedule"},
+                                         sch_hash="default"))
+    mod = compile_tir(db, func, "cpu")
+    assert mod.record.baseline
+    assert mod.choice.startswith("the default schedule") and "faster than every tuned " \
+        "record (the best 2 ms)" in mod.choice, mod.choice
+    db.commit_tuning_record(TuningRecord(wl, tuned.trace, (0.5e-3,) * 3, target,
+                                         measure=measure, sch_hash="tuned2"))
+    assert compile_tir(db, func, "cpu").choice == "the tuned record measured at 0.5 ms"
+
+
+@pytest.mark.cc
 def test_compile_tir_says_clearly_when_there_is_no_record(tmp_path):
     db = MemoryDatabase()
     with pytest.raises(NoTuningRecordError, match="never tuned.*looptune.build"):

@@ -218,6 +218,18 @@ def verify(mod, func: PrimFunc, *, seed: int = 0, rtol: float = 1e-3, atol: floa
                for info, a, b in zip(mod.args, want, got) if info.written)
 
 
+def _choice(rec, records) -> str:
+    """Which schedule compile_tir applies, and why (`mod.choice`)."""
+    tuned = [r for r in records if not r.baseline]
+    if rec.baseline:
+        best = min((r.median_secs for r in tuned), default=None)
+        return ("the default schedule: measured the same way, it took "
+                f"{rec.median_secs * 1e3:.4g} ms" + (
+                    f", faster than every tuned record (the best {best * 1e3:.4g} ms)"
+                    if best is not None else ", and no tuned record verifies"))
+    return f"the tuned record measured at {rec.median_secs * 1e3:.4g} ms"
+
+
 def _from_schedule_fn(database, func, target, backend, *, check, num_threads, name):
     """A database with no record for func may still schedule it (ScheduleFnDatabase, alone
     or in a union): that schedule, checked like a record's, or None."""
@@ -230,6 +242,7 @@ def _from_schedule_fn(database, func, target, backend, *, check, num_threads, na
                         "computes a wrong result (checked against the unscheduled program)")
     mod.record = None
     mod.schedule = sch
+    mod.choice = f"the schedule function of {type(database).__name__}"
     return mod
 
 
@@ -246,7 +259,8 @@ def compile_tir(database: Database, func: PrimFunc, target="cpu", *, check: bool
     one: the target's cores) unless `num_threads` says otherwise, so that it takes the time
     the record shows. `name` names the kernel (default: the function's). The module is the
     one that was verified: `mod.artifact` (a backend Artifact) is what a model links. Raises
-    NoTuningRecordError when there is no record - build(func) compiles it untuned."""
+    NoTuningRecordError when there is no record - build(func) compiles it untuned.
+    `mod.choice` says which schedule it applied and why."""
     target = Target.create(target)
     backend = Backend.for_target(target)
     if not database.has_workload(func):
@@ -282,6 +296,7 @@ def compile_tir(database: Database, func: PrimFunc, target="cpu", *, check: bool
             continue
         mod.record = rec
         mod.schedule = sch
+        mod.choice = _choice(rec, records)
         return mod
     raise NoTuningRecordError(f"none of the {len(records)} best records of {func.name} "
                               "replays and verifies; re-tune it")
