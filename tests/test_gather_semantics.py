@@ -225,15 +225,7 @@ def test_empty_and_non_onnx_files_get_a_clear_error(tmp_path):
 def _torch_cases():
     torch = pytest.importorskip("torch")
     nn = torch.nn
-
-    class Fn(nn.Module):
-        def __init__(self, fn, *mods):
-            super().__init__()
-            self.fn = fn
-            self.mods = nn.ModuleList(mods)
-
-        def forward(self, *xs):
-            return self.fn(self, *xs)
+    from test_frontend_torch import Fn  # a module made of a function and its layers
 
     x = torch.randn(6, 5)
     return torch, {
