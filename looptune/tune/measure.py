@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from ..runtime.compiler import compiler_version
 from ..error import BuildError
 from ..schedule.primitives.layout import PACKED
+from ..target.machine import machine_fingerprint
 from .builder.base import BuilderInput, BuilderResult
 from .runner.base import EvaluatorConfig, RunnerInput, RunnerResult
 
@@ -75,11 +76,13 @@ class Measurements:
 
     def settings(self, res: RunnerResult, source_hash) -> dict:
         """A record's `measure`: the stored record's if the runner recalled one, else the
-        evaluator settings, compiler, early abort and the binary's hash."""
+        evaluator settings, compiler, early abort, the binary's hash and the fingerprint of
+        the machine that timed it."""
         if res.measure is not None:
             return dict(res.measure)
         out = {**self.evaluator.to_json(), "compiler": compiler_version_safe(),
-               "aborted_early": res.aborted_early, "source_hash": source_hash}
+               "aborted_early": res.aborted_early, "source_hash": source_hash,
+               "machine": res.machine or machine_fingerprint()}
         if res.screened:
             out["screened"] = True
         return out

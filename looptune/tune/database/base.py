@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from ...runtime.module import ArgInfo
 from ...schedule import Schedule, ScheduleError, Trace
 from ...target import Target
+from ...target.machine import machine_id
 from ...tir.func import PrimFunc
 from ...tir.structural import structural_hash
 from ..error import DatabaseWarning, TuneError
@@ -168,6 +169,8 @@ _MEASURE_FIELDS = {
     "calls_from": (lambda v: v in ("python", "c"), "'python' or 'c'"),
     "aborted_early": (lambda v: isinstance(v, bool), "true or false"),
     "run": (lambda v: v is None or isinstance(v, dict), "None or an object"),
+    "machine": (lambda v: isinstance(v, dict) and isinstance(v.get("id"), str),
+                "an object with a fingerprint id"),
 }
 
 
@@ -213,14 +216,17 @@ COMPARABLE_SETTINGS = {"num_threads": None, "enable_cpu_cache_flush": False,
 
 def measure_settings(measure) -> tuple:
     """The comparable settings of a record's `measure` dict, an EvaluatorConfig, or a dict
-    of settings: records with equal tuples have comparable times."""
+    of settings: records with equal tuples have comparable times. The last is the measuring
+    machine's fingerprint id (target/machine.py; this machine's for settings or records that
+    name none): records timed on different kinds of machine are never ranked together."""
     if not isinstance(measure, dict):
         measure = measure.to_json()
 
     def value(k, legacy):
         v = measure.get(k, legacy)
         return tuple(v) if isinstance(v, list) else v
-    return tuple((k, value(k, legacy)) for k, legacy in COMPARABLE_SETTINGS.items())
+    return tuple((k, value(k, legacy)) for k, legacy in COMPARABLE_SETTINGS.items()) \
+        + (("machine", machine_id(measure)),)
 
 
 def rank(records, k: int, evaluator=None) -> list:

@@ -93,6 +93,8 @@ class RunnerResult:
     screened: bool = False         # one repeat only: clearly slower than the best so far
     measure: dict | None = None    # the record's whole `measure` dict, when the runner knows it
                                    # better than the tuner (a SimulatedRunner's stored record)
+    machine: dict | None = None    # the fingerprint of the machine that timed it, when not this
+                                   # one (target/machine.py; a remote runner's worker)
 
     @property
     def ok(self) -> bool:
