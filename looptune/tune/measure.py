@@ -53,25 +53,65 @@ class Measurements:
             return RunnerResult(None, built.error_class, built.error_msg)
         if built.source_hash in self.measured:  # an identical binary: measured once
             return self.measured[built.source_hash]
+        inp = self._input(built, sch, sch_hash, best_secs, reference)
+        res = self.runner.run([inp])[0]
+        if self._beats(res, best_secs):
+            res = self._confirmed(res, inp)
+        self.measured[built.source_hash] = res
+        return res
+
+    def run_many(self, items, *, best_secs: float, reference) -> list:
+        """The results of many built candidates ((built, sch, sch_hash) each), measured in one
+        call of a runner that spreads them over its devices (`Runner.parallel`). As `run` for
+        each, except that early abort and screening compare with the best before the batch,
+        and only the batch's fastest new best is timed twice."""
+        out: list = [None] * len(items)
+        todo: dict = {}  # source hash -> ([item indices], RunnerInput)
+        for i, (built, sch, sch_hash) in enumerate(items):
+            if not built.ok:
+                out[i] = RunnerResult(None, built.error_class, built.error_msg)
+            elif built.source_hash in self.measured:
+                out[i] = self.measured[built.source_hash]
+            elif built.source_hash in todo:  # identical binaries in one batch: measured once
+                todo[built.source_hash][0].append(i)
+            else:
+                todo[built.source_hash] = ([i], self._input(built, sch, sch_hash, best_secs,
+                                                            reference))
+        got = dict(zip(todo, self.runner.run([inp for _, inp in todo.values()]) if todo else ()))
+        better = [h for h, r in got.items() if self._beats(r, best_secs)]
+        if better:
+            h = min(better, key=lambda h: statistics.median(got[h].run_secs))
+            got[h] = self._confirmed(got[h], todo[h][1])
+        for h, res in got.items():
+            self.measured[h] = res
+            for i in todo[h][0]:
+                out[i] = res
+        return out
+
+    def _input(self, built: BuilderResult, sch, sch_hash: str, best_secs: float,
+               reference) -> RunnerInput:
         known = math.isfinite(best_secs)
-        inp = RunnerInput(
+        return RunnerInput(
             built.artifact, built.symbol, self.args_info, self.evaluator, seed=self.seed,
             reference=reference, abort_above_secs=best_secs * self.abort_ratio if known else None,
             screen_above_secs=best_secs * self.screen_ratio if known else None,
             packed=sch.func.attr(PACKED, ()),
             workload_key=self.workload_key, sch_hash=sch_hash)
-        res = self.runner.run([inp])[0]
-        if (self.confirm_best and getattr(self.runner, "confirms_best", True) and res.ok
+
+    def _beats(self, res: RunnerResult, best_secs: float) -> bool:
+        """Whether `res` is a new best to time a second time."""
+        return (self.confirm_best and getattr(self.runner, "confirms_best", True) and res.ok
                 and res.measure is None and not res.aborted_early
-                and not res.screened and statistics.median(res.run_secs) < best_secs):
-            # The fastest of many noisy measurements is likely a lucky one: a new best is
-            # timed a second time and its record holds both (the median of all repeats),
-            # so the best record's time is one a user's calls reproduce.
-            again = self.runner.run([replace(inp, abort_above_secs=None,
-                                             screen_above_secs=None)])[0]
-            if again.ok:
-                res = replace(res, run_secs=tuple(res.run_secs) + tuple(again.run_secs))
-        self.measured[built.source_hash] = res
+                and not res.screened and statistics.median(res.run_secs) < best_secs)
+
+    def _confirmed(self, res: RunnerResult, inp: RunnerInput) -> RunnerResult:
+        # The fastest of many noisy measurements is likely a lucky one: a new best is
+        # timed a second time and its record holds both (the median of all repeats),
+        # so the best record's time is one a user's calls reproduce.
+        again = self.runner.run([replace(inp, abort_above_secs=None,
+                                         screen_above_secs=None)])[0]
+        if again.ok:
+            res = replace(res, run_secs=tuple(res.run_secs) + tuple(again.run_secs))
         return res
 
     def settings(self, res: RunnerResult, source_hash) -> dict:

@@ -107,6 +107,7 @@ class TaskScheduler:
         # (lowering and compiling), "run" (measuring), "database" (commits)
         self.phase_secs = {"search": 0.0, "build": 0.0, "run": 0.0, "database": 0.0}
         self.measured_this_run = 0
+        self.machines_seen: set = set()  # fingerprint ids of the machines that measured
         self._last_task = None
         with self._phase("search"):
             for t in self.tasks:
@@ -380,10 +381,16 @@ class TaskScheduler:
         self.phase_secs["build"] += time.perf_counter() - t0
         run_info = self.run_info(ctx, task.prior_trials)
         meas = self._measurements(task, runner, evaluator, abort_ratio)
+        at_once = getattr(runner, "parallel", False) and bool(to_build)
+        if at_once:
+            built, measured = self._measure_at_once(task, cands, known, built, meas, reference)
         results = []
         task.batch_records = []
         for cand, res in zip(cands, known):
-            if self._out_of_budget() and self.measured_this_run:  # a run measures at least one
+            # a run measures at least one; what was measured at once is all recorded
+            spent = self.total_trials() >= self.max_trials_global if at_once \
+                else self._out_of_budget()
+            if spent and self.measured_this_run:
                 break
             self.measured_this_run += 1
             if cand.refused:
@@ -391,9 +398,10 @@ class TaskScheduler:
             b = next(built) if res is None else None
             if b is not None:  # not recalled: the runner needs the build
                 t0 = time.perf_counter()
-                res = meas.run(b, cand.sch, cand.sch_hash, best_secs=task.best_secs,
-                               reference=reference)
+                res = next(measured) if at_once else meas.run(
+                    b, cand.sch, cand.sch_hash, best_secs=task.best_secs, reference=reference)
                 self.phase_secs["run"] += time.perf_counter() - t0
+            self._note_machine(res)
             measure = meas.settings(res, b.source_hash if b else None)
             record = TuningRecord(
                 workload=task.workload, trace=cand.trace, run_secs=res.run_secs,
@@ -412,6 +420,33 @@ class TaskScheduler:
             results.append(res)
             self._show_progress(task)
         return results
+
+    def _measure_at_once(self, task: TaskState, cands, known, built, meas, reference) -> tuple:
+        """(the builds, their results) of the candidates this batch will record, measured in
+        one call of a runner that spreads them over many devices (`Runner.parallel`): those
+        the trial budget leaves room for, at least one."""
+        room = max(self.max_trials_global - self.total_trials(), 0 if self.measured_this_run
+                   else 1)
+        builds = list(built)
+        items, it = [], iter(builds)
+        for cand, k in list(zip(cands, known))[:room]:
+            if k is None and not cand.refused:
+                items.append((next(it), cand.sch, cand.sch_hash))
+        t0 = time.perf_counter()
+        results = meas.run_many(items, best_secs=task.best_secs, reference=reference)
+        self.phase_secs["run"] += time.perf_counter() - t0
+        return iter(builds), iter(results)
+
+    def _note_machine(self, res: RunnerResult) -> None:
+        """Say once per run which machine a remote runner's results come from, for each new
+        one (records of different machines are never ranked together)."""
+        fp = res.machine
+        if fp is None:
+            return
+        if fp.get("id") not in self.machines_seen:
+            self.machines_seen.add(fp.get("id"))
+            from ...target.machine import describe
+            self.progress.note(f"measuring on {describe(fp)}")
 
     def _show_progress(self, task, *, force: bool = False) -> None:
         self._last_task = task
