@@ -14,6 +14,7 @@ from .tune import CLIError
 EXAMPLES = """examples:
   looptune tune matmul --shape M=1024,N=1024,K=1024 --trials 256
   looptune tune conv2d --time 120 --work-dir conv-work
+  looptune tune matmul --cluster HEAD:6379
   looptune tune my_ops.py:gemm --args 512 512 512 --trials 64
   looptune db list
   looptune db best matmul
@@ -54,6 +55,7 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--no-check", action="store_true", help="skip checking candidates against "
                    "the unscheduled program")
     t.add_argument("--quiet", action="store_true", help="no progress line")
+    add_cluster(t)
     d = sub.add_parser("db", help="inspect a tuning database")
     d.add_argument("db_cmd", choices=["list", "show", "best"])
     d.add_argument("workload", nargs="?", help="workload name or key prefix (show, best)")
@@ -90,6 +92,7 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--target", default="cpu")
     m.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_cluster(m)
     i = sub.add_parser("inspect", help="show a model's operators, what imports, and its tasks",
                        description="Without compiling: count a model's operators, say which "
                        "ones looptune's importer cannot translate (all of them at once), and "
@@ -104,6 +107,13 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--threads", type=int, default=1, help="threads per kernel (default 1)")
     r.add_argument("--target", default="cpu")
     return p
+
+
+def add_cluster(p) -> None:
+    p.add_argument("--cluster", metavar="ADDRESS", default=None, help="build and measure on "
+                   "a Ray cluster: its head's HOST:PORT, or 'local' to start a Ray runtime "
+                   "here (nodes offer devices with --resources '{\"looptune_device\": 1}'; "
+                   "needs pip install 'looptune[cluster]')")
 
 
 def dispatch(args) -> int:

@@ -121,18 +121,21 @@ def _print_warning(message, category, filename, lineno, file=None, line=None):
 def tune_model_cmd(args) -> int:
     from ..graph import extract_tasks, tune_model
     from ..target import Target
-    from .tune import check_budget
+    from .tune import check_budget, cluster_parts
     check_budget(args)
     graph = load_graph(args.model)
     target = Target.create(args.target)
     tasks = extract_tasks(graph, target)
-    print(f"{args.model}: {len(graph.nodes)} operators, {len(tasks)} tasks on {target}")
+    cluster = cluster_parts(args)
+    print(f"{args.model}: {len(graph.nodes)} operators, {len(tasks)} tasks on {target}"
+          + (f", built and measured on the Ray cluster {args.cluster}" if cluster else ""))
     try:
         with warnings.catch_warnings():  # a budget that cannot cover the tasks: one line
             warnings.showwarning = _print_warning
             db = tune_model(graph, target, args.work_dir, max_trials_global=args.trials,
                             op_names=args.op_names, num_trials_per_iter=args.per_iter,
-                            seed=args.seed, progress=not args.quiet, num_threads=args.threads)
+                            seed=args.seed, progress=not args.quiet, num_threads=args.threads,
+                            **cluster)
     except ValueError as e:
         raise CLIError(str(e)) from None
     rows, untuned, tuned = summary(graph, db, target, args.threads)

@@ -124,6 +124,18 @@ def library_baseline(op: str, shape: dict, arrays: list, threads: int):
     return label, times[len(times) // 2]
 
 
+def cluster_parts(args) -> dict:
+    """The builder and runner of `--cluster ADDRESS` (a Ray cluster, connected to now so that
+    a wrong address fails before tuning starts); {} without it: the local ones."""
+    if not getattr(args, "cluster", None):
+        return {}
+    from ..tune.builder.ray import RayBuilder
+    from ..tune.cluster import connect
+    from ..tune.runner.ray import RayRunner
+    connect(args.cluster)
+    return {"builder": RayBuilder(address=args.cluster), "runner": RayRunner(address=args.cluster)}
+
+
 def run(args) -> int:
     from ..build import build
     from ..target import Target
@@ -133,11 +145,14 @@ def run(args) -> int:
     check_budget(args)
     func, name, flops = resolve(args.workload, parse_shape(args.shape), args.args or [])
     target = Target.create(args.target)
+    cluster = cluster_parts(args)
     work_dir = Path(args.work_dir)
     threads = args.threads or target.cores
     budget = f"{args.trials} trials" + (f" or {args.time:g} s" if args.time else "")
     print(f"tuning {name} on {target}\n  {budget}, {threads} thread(s), work dir {work_dir}, "
           f"seed {args.seed}", file=sys.stderr)
+    if cluster:
+        print(f"  building and measuring on the Ray cluster {args.cluster}", file=sys.stderr)
     print(f"  search: {args.strategy}"
           + (f" with the {args.cost_model} cost model" if args.strategy == "evolutionary" else ""),
           file=sys.stderr)
@@ -146,7 +161,7 @@ def run(args) -> int:
                   strategy=args.strategy,
                   cost_model=args.cost_model if args.strategy == "evolutionary" else None,
                   task_name=name, evaluator=EvaluatorConfig(num_threads=threads),
-                  check_correctness=not args.no_check, progress=not args.quiet)
+                  check_correctness=not args.no_check, progress=not args.quiet, **cluster)
     records = [r for r in db.records_of(db.commit_workload(func), target) if not r.baseline]
     failures = Counter(r.error_class for r in records if not r.ok)
     ok = [r for r in records if r.ok]

@@ -9,6 +9,7 @@ import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from ..target.machine import describe, machine_fingerprint
 from ..tune.database.base import COMPARABLE_SETTINGS, TuningRecord, measure_settings
 
 FRACTIONS = (0.9, 0.95, 0.99)
@@ -182,13 +183,17 @@ def collect(database_or_records) -> list:
         groups.setdefault((r.workload.key, r.target.key(), measure_settings(r.measure)),
                           []).append(r)
     per_workload = Counter(k[0] for k in groups)
+    machines = defaultdict(set)  # workload key -> the fingerprint ids that timed it
+    for wkey, _, settings in groups:
+        machines[wkey].add(dict(settings)["machine"])
     tasks = []
     for (wkey, _, settings), recs in groups.items():
         newest = recs[-1]
         name = (newest.measure.get("run") or {}).get("task") or newest.workload.name
         settings = dict(settings)
-        if per_workload[wkey] > 1:  # the same workload on several targets or settings
-            name += f" [{newest.target.key()}, {settings_text(settings)}]"
+        if per_workload[wkey] > 1:  # the same workload on several targets, settings, machines
+            machine = machine_of(newest) if len(machines[wkey]) > 1 else None
+            name += f" [{newest.target.key()}, {settings_text(settings, machine)}]"
         tasks.append(TaskReport(name, newest.workload, newest.target, settings, recs,
                                 _runs(recs), _flops(newest.workload.func)))
     return tasks
@@ -218,8 +223,16 @@ def _flops(func) -> float:
         return 0.0
 
 
-def settings_text(settings: dict) -> str:
-    """The comparable settings for people: "1 thread, warm caches, numpy offsets"."""
+def machine_of(record) -> dict:
+    """The fingerprint of the machine that timed a record (target/machine.py): this one's for
+    a record written before fingerprints existed."""
+    fp = record.measure.get("machine")
+    return fp if isinstance(fp, dict) and isinstance(fp.get("id"), str) else machine_fingerprint()
+
+
+def settings_text(settings: dict, machine: dict | None = None) -> str:
+    """The comparable settings for people: "1 thread, warm caches, numpy offsets", and "on"
+    the `machine` fingerprint if given (when one workload was timed on several)."""
     parts = []
     for k in COMPARABLE_SETTINGS:
         v = settings.get(k)
@@ -229,4 +242,6 @@ def settings_text(settings: dict) -> str:
             parts.append("caches flushed" if v else "warm caches")
         elif k == "arg_offsets":
             parts.append("aligned args" if v is None else "numpy offsets")
+    if machine is not None:
+        parts.append(f"on {describe(machine)}")
     return ", ".join(parts)

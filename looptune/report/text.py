@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 import statistics
 
+from ..target.machine import describe
 from ..text import printable
-from .data import FRACTIONS, per_strategy, settings_text
+from .data import FRACTIONS, machine_of, per_strategy, settings_text
 from .plot import unit
 
 
@@ -29,6 +30,7 @@ def facts(task) -> list:
     rows = [("workload", f"{task.workload.name} (key {task.workload.key})"),
             ("target", str(task.target)),
             ("measured with", settings_text(task.settings)),
+            ("measured on", describe(machine_of(task.records[-1]))),
             ("trials", f"{len(task.records)} in {len(task.runs)} run(s), {len(task.ok)} ok"),
             ("errors", errors),
             ("best", fmt_secs(task.best_secs))]

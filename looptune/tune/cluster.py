@@ -4,6 +4,7 @@ file system shared with another. Ray is imported only here, and only when asked 
 from __future__ import annotations
 
 import socket
+import sys
 from pathlib import Path
 
 from ..runtime.files import atomic_write, sha256_file
@@ -29,15 +30,24 @@ def ray_module():
 def connect(address: str | None = None):
     """`ray`, connected: to the cluster whose head is at `address` ("HOST:PORT"), or to a
     local runtime started here (`address` "local" or None) whose one node offers this
-    machine's device. Already connected: as it is."""
-    ray = ray_module()
-    if ray.is_initialized():
+    machine's device. Already connected: as it is (to a cluster on the same port, if
+    `address` names one)."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        if address not in (None, "local"):
+            _, port = parse_address(address)
+            here = ray.get_runtime_context().gcs_address
+            if not str(here).endswith(f":{port}"):
+                raise TuneError(f"this process is connected to the Ray cluster at {here}, "
+                                f"not {address}; one process measures on one cluster")
         return ray
     if address in (None, "local"):
+        ray = ray_module()
         ray.init(resources={DEVICE: 1}, include_dashboard=False, log_to_driver=False)
         return ray
-    host, port = parse_address(address)
+    host, port = parse_address(address)  # a wrong address fails at once, Ray or not
     probe(host, port)
+    ray = ray_module()
     try:
         ray.init(address=f"{host}:{port}", log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as e:

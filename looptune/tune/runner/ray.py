@@ -93,6 +93,7 @@ class RayRunner(Runner):
         self.max_losses = max_losses
         self.wait_for_device_s = wait_for_device_s
         self.requeued = 0     # candidates put back in the queue after a lost device
+        self.measured_on: Counter = Counter()  # node id -> candidates measured there
         self._devices: list = []       # _Device, started
         self._starting: dict = {}      # hello() ref -> actor handle, not answered yet
         self._files: OrderedDict = OrderedDict()  # artifact path -> ObjectRef of its bytes
@@ -139,6 +140,7 @@ class RayRunner(Runner):
                 try:
                     results[i] = ray.get(ref)
                     d.busy = False
+                    self.measured_on[d.info["node"]] += 1
                 except lost as e:
                     self._drop(d)
                     losses[i] += 1
