@@ -49,3 +49,17 @@ def test_records_of_other_machines_never_rank_with_ours():
     back = TuningRecord.from_json(recs[1].to_json(), recs[1].workload)
     assert back.measure["machine"]["id"] == "0" * 16
     assert np.isclose(back.median_secs, 1e-6)
+
+
+def test_a_report_names_the_machine_of_each_group_of_records():
+    """One workload timed on two kinds of machine is two tasks in a report, each named with
+    its machine (the same settings otherwise), and each says what machine measured it."""
+    from looptune.report.data import collect
+    from looptune.report.text import facts
+    recs, here, there = _records()
+    tasks = collect(recs)
+    assert len(tasks) == 2
+    names = [t.name for t in tasks]
+    assert names[0] != names[1]
+    assert here["id"] in names[0] and "Other CPU" in names[1] and there["id"] in names[1]
+    assert [dict(facts(t))["measured on"] for t in tasks] == [describe(here), describe(there)]

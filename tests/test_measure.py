@@ -484,3 +484,31 @@ def test_the_worker_imports_its_parents_looptune_whatever_the_working_directory(
     with LocalRunner(timeout_s=30.0) as r:
         (res,) = r.run([runner_input(tuned, ref)])
     assert res.ok, res.error_msg
+
+
+class BatchRunner(LocalRunner):
+    """A LocalRunner that takes whole batches, as RayRunner does, and remembers their sizes."""
+
+    parallel = True
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.batches: list = []
+
+    def run(self, inputs):
+        self.batches.append(len(inputs))
+        return super().run(inputs)
+
+
+def test_a_parallel_runner_is_handed_whole_batches_within_the_trial_budget(tmp_path):
+    from looptune.testing.faults import matmul_func
+    from looptune.tune import tune_tir
+    runner = BatchRunner()
+    db = tune_tir(matmul_func(), "cpu", str(tmp_path), max_trials_global=10,
+                  num_trials_per_iter=4, seed=0, runner=runner, evaluator=FAST, progress=False)
+    records = [r for r in db.get_all_tuning_records() if not r.baseline]
+    assert len(records) == 10 and len({r.sch_hash for r in records}) == 10
+    assert all(r.ok for r in records)
+    assert max(runner.batches) == 4  # a batch at a time, not one candidate at a time
+    # every candidate once, plus a second timing of a batch's new best (batches of one)
+    assert sum(n for n in runner.batches if n > 1) <= 10
