@@ -7,7 +7,7 @@ import socket
 import sys
 from pathlib import Path
 
-from ..runtime.files import atomic_write, sha256_file
+from ..runtime.files import atomic_write, locked, sha256_file
 from .error import TuneError
 
 # the custom resource through which a node offers one measurement device: a device actor
@@ -108,16 +108,18 @@ def bundle(so_path, parts=("so", "json")) -> dict:
 
 def unpack(files: dict, directory) -> Path:
     """Write a bundle's files into `directory` (each atomically, the description last: it
-    says the others are whole) unless they are there already; the library's path."""
+    says the others are whole; under the entry's lock, as compile_shared writes the kernel
+    cache) unless they are there already; the library's path."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     so_path = directory / f"{files['stem']}.so"
-    if so_path.with_suffix(".json").exists() and _same(so_path, files):
-        return so_path
-    for part in sorted((p for p in files if p not in ("stem", "json")), key="so".__eq__):
-        atomic_write(so_path.with_suffix(f".{part}"), files[part])
-    if "json" in files:
-        atomic_write(so_path.with_suffix(".json"), files["json"])
+    with locked(so_path.with_suffix(".lock")):  # the kernel cache's lock of this entry
+        if so_path.with_suffix(".json").exists() and _same(so_path, files):
+            return so_path
+        for part in sorted((p for p in files if p not in ("stem", "json")), key="so".__eq__):
+            atomic_write(so_path.with_suffix(f".{part}"), files[part])
+        if "json" in files:
+            atomic_write(so_path.with_suffix(".json"), files["json"])
     return so_path
 
 

@@ -9,7 +9,7 @@ import time
 from ...backend import Backend
 from ...error import BuildError
 from ...env import cache_dir
-from ..cluster import bundle, connect, unpack
+from ..cluster import bundle, connect, lost_worker_errors, unpack
 from .base import Builder
 from .local import LocalBuilder
 
@@ -31,8 +31,9 @@ def _compile_remote(target, source, timeout, options) -> dict:
 class RayBuilder(LocalBuilder):
     """Compiles on a Ray cluster: `address` is a head's "HOST:PORT" or "local" (a Ray runtime
     started here; None: the one this process is connected to, else "local"). Each compile
-    is a task needing `num_cpus` CPUs, retried elsewhere if its node dies; `timeout_s` as
-    LocalBuilder's. Needs Ray (pip install 'looptune[cluster]')."""
+    is a task needing `num_cpus` CPUs, retried elsewhere if its node dies (compiled here if
+    that keeps failing); `timeout_s` as LocalBuilder's. Needs Ray
+    (pip install 'looptune[cluster]')."""
 
     def __init__(self, *, address: str | None = None, max_workers: int | None = None,
                  timeout_s: float = 30.0, num_cpus: float = 1.0):
@@ -52,7 +53,11 @@ class RayBuilder(LocalBuilder):
         """One compile on the cluster (called from LocalBuilder's threads, one per source)."""
         ray = connect(self.address)
         t0 = time.perf_counter()
-        out = ray.get(self._task.remote(inp.target, source, self.timeout_s, self.backend_options))
+        try:
+            out = ray.get(self._task.remote(inp.target, source, self.timeout_s,
+                                            self.backend_options))
+        except lost_worker_errors():  # its node was lost more often than Ray retries it
+            return super()._compile(inp, source)  # compiled here instead
         if "files" not in out:
             return {**out, "secs": time.perf_counter() - t0}
         path = unpack(out["files"], cache_dir() / "kernels")
