@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from looptune.target.machine import machine_fingerprint
+from looptune.target.machine import describe, machine_fingerprint
 from looptune.testing.faults import FAULTS, inject, matmul_func
 from looptune.tune import EvaluatorConfig, tune_tir
 from looptune.tune.builder import BuilderInput, LocalBuilder, RayBuilder
@@ -196,16 +196,28 @@ def test_a_removed_node_loses_no_trial_and_a_new_node_is_used(cluster, tmp_path)
         runner.close()
 
 
-def test_cli_tune_on_the_cluster(cluster, tmp_path, capsys):
+def test_cli_tune_and_tune_model_on_the_cluster(cluster, tmp_path, capsys):
     from looptune.cli import main
-    assert main(["tune", "matmul", "--shape", "M=16,N=16,K=16", "--trials", "4", "--per-iter",
-                 "4", "--work-dir", str(tmp_path), "--cluster", cluster.address,
-                 "--quiet"]) == 0
     from looptune.tune.database import open_work_dir
-    db = open_work_dir(str(tmp_path))
-    recs = [r for r in db.get_all_tuning_records() if not r.baseline]
-    assert len(recs) == 4 and all(r.measure["machine"]["id"] for r in recs)
-    assert "Ray cluster" in capsys.readouterr().err
+    assert main(["tune", "matmul", "--shape", "M=16,N=16,K=16", "--trials", "4", "--per-iter",
+                 "4", "--work-dir", str(tmp_path / "k"), "--cluster", cluster.address]) == 0
+    err = capsys.readouterr().err
+    assert "on the Ray cluster" in err
+    assert f"measuring on {describe(machine_fingerprint())}" in err  # the workers' machine
+    onnx = pytest.importorskip("onnx")
+    from test_frontend_onnx import mlp_gemm
+    onnx.save(mlp_gemm()[0], str(tmp_path / "mlp.onnx"))
+    assert main(["tune-model", str(tmp_path / "mlp.onnx"), "--trials", "4", "--per-iter", "2",
+                 "--work-dir", str(tmp_path / "m"), "--cluster", cluster.address,
+                 "--quiet"]) == 0
+    assert "on the Ray cluster" in capsys.readouterr().out
+    here = machine_fingerprint()["id"]
+    for work, trials in (("k", 4), ("m", 4)):
+        db = open_work_dir(str(tmp_path / work))
+        recs = db.get_all_tuning_records()
+        assert sum(not r.baseline for r in recs) == trials
+        assert all(r.measure["machine"]["id"] == here for r in recs)  # timed by a Ray worker
+        db.close()
 
 
 def test_a_cluster_that_cannot_be_reached_is_a_clear_error():
