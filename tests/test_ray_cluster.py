@@ -244,3 +244,12 @@ def test_without_ray_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(TuneError, match=r"pip install 'looptune\[cluster\]'"):
         ray_module()
+
+
+def test_a_cluster_without_a_device_is_a_clear_error_not_a_hang(cluster, monkeypatch):
+    import looptune.tune.runner.ray as ray_runner
+    monkeypatch.setattr(ray_runner, "DEVICE", "no_node_offers_this")
+    func, inputs, _ = candidates()
+    with RayRunner(wait_for_device_s=1.0) as runner:
+        with pytest.raises(TuneError, match=r"no measurement device .*--resources"):
+            measure(LocalBuilder(), runner, func, inputs[:1])

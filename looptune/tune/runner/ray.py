@@ -78,8 +78,9 @@ class RayRunner(Runner):
     is connected to, else "local"). `timeout_s` and the check's tolerances are LocalRunner's,
     counted on the device. A candidate whose device is lost is measured elsewhere, up to
     `max_losses` times (then run_error). Devices that join are used from the next batch;
-    with none for `wait_for_device_s` seconds, TuneError. Needs Ray
-    (pip install 'looptune[cluster]')."""
+    devices another tuner's runner holds are waited for (its actors keep them until it
+    closes); a cluster that offers none for `wait_for_device_s` seconds is a TuneError.
+    Needs Ray (pip install 'looptune[cluster]')."""
 
     parallel = True  # the task scheduler hands it whole batches (tune/measure.py)
 
@@ -100,6 +101,7 @@ class RayRunner(Runner):
         self._actor_cls = None
         self._checked = 0.0            # when the cluster's devices were last counted
         self._hello_failures = 0
+        self._cluster_devices = 0      # devices the cluster offers, when last counted
 
     def devices(self) -> list:
         """The started device actors: {"pid", "node", "machine", "busy"} each."""
@@ -121,7 +123,7 @@ class RayRunner(Runner):
                 i = queue.popleft()
                 running[self._submit(ray, d, inputs[i])] = (i, d)
                 d.busy = True
-            if self._devices:
+            if self._devices or self._cluster_devices:  # ours, or busy with another tuner's
                 seen_device = time.monotonic()
             elif time.monotonic() - seen_device > self.wait_for_device_s:
                 raise TuneError(f"no measurement device in the Ray cluster for "
@@ -174,7 +176,7 @@ class RayRunner(Runner):
         if time.monotonic() - self._checked < 1.0:
             return
         self._checked = time.monotonic()
-        total = int(ray.cluster_resources().get(DEVICE, 0))
+        total = self._cluster_devices = int(ray.cluster_resources().get(DEVICE, 0))
         if self._actor_cls is None:
             self._actor_cls = ray.remote(DeviceActor).options(
                 num_cpus=0, resources={DEVICE: 1}, max_restarts=0, max_task_retries=0)
