@@ -63,6 +63,7 @@ class SyncedDatabase(Database):
         self.pending = 0  # records committed while the server was away
         self._next_try = 0.0
         self._said = False  # the outage was reported
+        self._flushed = True  # nothing committed since the last flush
         self._shared_records: list = []
         self._lock = threading.RLock()
         self._reconnect()
@@ -129,6 +130,7 @@ class SyncedDatabase(Database):
 
     def commit_tuning_record(self, record: TuningRecord) -> None:
         with self._lock:
+            self._flushed = False
             self.local.commit_tuning_record(record)
             self._with_shared(lambda s: s.commit_tuning_record(record))
 
@@ -152,6 +154,7 @@ class SyncedDatabase(Database):
         """Try once more to send the backlog (at the end of a run); if the server is still
         away, say how many records wait for it."""
         with self._lock:
+            self._flushed = True
             if self.online or (not self.pending and not self._said):
                 return
             if not self._reconnect() and self.pending:
@@ -161,7 +164,8 @@ class SyncedDatabase(Database):
                               DatabaseWarning)
 
     def close(self) -> None:
-        self.flush()
+        if not self._flushed:
+            self.flush()
         self.local.close()
         self.shared.close()
 
