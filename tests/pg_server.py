@@ -43,6 +43,7 @@ class PgServer:
         self.data = os.path.join(self.root, "data")
         self.log = os.path.join(self.root, "log")
         self.port = free_port()
+        self.running = False
         self._as_postgres = os.geteuid() == 0
         if self._as_postgres:
             shutil.chown(self.root, "postgres")
@@ -55,7 +56,7 @@ class PgServer:
                   "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8",
                   "--no-sync")
         self.start()
-        self._sql(f"CREATE ROLE {USER} LOGIN PASSWORD '{PASSWORD}'")
+        self.sql(f"CREATE ROLE {USER} LOGIN PASSWORD '{PASSWORD}'")
         self._count = 0
 
     def _run(self, prog: str, *args, check: bool = True):
@@ -65,6 +66,8 @@ class PgServer:
         return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=120)
 
     def start(self) -> None:
+        if self.running:
+            return
         opts = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
                 "-c full_page_writes=off -c max_connections=60")
         out = self._run("pg_ctl", "-D", self.data, "-l", self.log, "-o", opts, "-w", "start",
@@ -72,21 +75,25 @@ class PgServer:
         if out.returncode != 0:
             log = open(self.log).read()[-2000:] if os.path.exists(self.log) else ""
             raise RuntimeError(f"pg_ctl start failed: {out.stderr}\n{log}")
+        self.running = True
 
     def stop(self, mode: str = "fast") -> None:
         self._run("pg_ctl", "-D", self.data, "-m", mode, "-w", "stop", check=False)
+        self.running = False
 
-    def _sql(self, sql: str, dbname: str = "postgres") -> None:
+    def sql(self, sql: str, dbname: str = "postgres", params=()) -> list:
+        """Run one statement as the superuser (over the Unix socket); its rows, if any."""
         import psycopg
         with psycopg.connect(host=self.root, port=self.port, user="postgres", dbname=dbname,
                              autocommit=True) as conn:
-            conn.execute(sql)
+            cur = conn.execute(sql, params)
+            return cur.fetchall() if cur.description else []
 
     def create_database(self) -> str:
         """A new empty database owned by the test user; its name."""
         self._count += 1
         name = f"lt_{os.getpid()}_{self._count}"
-        self._sql(f"CREATE DATABASE {name} OWNER {USER}")
+        self.sql(f"CREATE DATABASE {name} OWNER {USER}")
         return name
 
     def url(self, dbname: str, *, password: str = PASSWORD, port: int | None = None) -> str:

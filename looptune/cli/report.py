@@ -38,5 +38,5 @@ def run(args) -> int:
 
 def _shown(url: str) -> str:
     """A database URL as it may be printed (no password)."""
-    from ..tune.database.postgres import _hide
-    return _hide(url)
+    from ..tune.database.url import hide_password
+    return hide_password(url)

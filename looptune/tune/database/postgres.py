@@ -26,6 +26,7 @@ from ..error import DatabaseError, ServerUnreachableError
 from ._view import Skipper, View
 from .base import Database, TuningRecord, Workload, record_key
 from .sqlite import _UNREADABLE, _loads
+from .url import hide_password
 
 SCHEMES = ("postgresql", "postgres")
 WRITE_LOCK = 0x6C6F6F70  # pg_advisory_xact_lock key of every writer ("loop")
@@ -69,17 +70,17 @@ class ServerURL:
             u = urlsplit(url)
             port = u.port
         except ValueError as e:
-            raise DatabaseError(f"bad PostgreSQL URL {_hide(url)!r} ({e}); expected "
+            raise DatabaseError(f"bad PostgreSQL URL {hide_password(url)!r} ({e}); expected "
                                 "postgresql://user:password@host:5432/dbname") from None
         if u.scheme not in SCHEMES or not u.netloc:
-            raise DatabaseError(f"bad PostgreSQL URL {_hide(url)!r}: expected "
+            raise DatabaseError(f"bad PostgreSQL URL {hide_password(url)!r}: expected "
                                 "postgresql://user:password@host:5432/dbname")
         self.url = url
         self.user = unquote(u.username) if u.username else None
         self.password = unquote(u.password) if u.password else None
         self.host, self.port = u.hostname or "localhost", port or 5432
         self.dbname = unquote(u.path.lstrip("/"))
-        self.shown = _hide(url)
+        self.shown = hide_password(url)
         if not self.dbname or "/" in self.dbname:
             raise DatabaseError(f"the PostgreSQL URL {self.shown!r} names no database: add "
                                 "/DBNAME (postgresql://user:password@host:5432/dbname)")
@@ -90,15 +91,6 @@ class ServerURL:
         for secret in {self.password, urlsplit(self.url).password} - {None, ""}:
             text = text.replace(secret, "***")
         return text
-
-
-def _hide(url: str) -> str:
-    """url with its password replaced by ***, also when the rest does not parse."""
-    scheme, sep, rest = url.partition("://")
-    cred, at, host = rest.rpartition("@")
-    if not sep or not at or ":" not in cred:
-        return url
-    return f"{scheme}://{cred.split(':', 1)[0]}:***@{host}"
 
 
 @Database.registry.register("postgres")

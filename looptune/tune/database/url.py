@@ -11,6 +11,15 @@ from .base import Database
 FORMS = "postgresql://user:password@host:5432/dbname, sqlite:///path/to/file.sqlite or a work dir"
 
 
+def hide_password(url: str) -> str:
+    """url with its password replaced by ***, also when the rest does not parse."""
+    scheme, sep, rest = url.partition("://")
+    cred, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in cred:
+        return url
+    return f"{scheme}://{cred.split(':', 1)[0]}:***@{host}"
+
+
 def scheme_of(url) -> str:
     """The scheme of a database URL ('postgresql', 'sqlite', ...); '' for a path."""
     text = str(url)
@@ -43,7 +52,8 @@ def open_url(url, *, create: bool = False) -> Database:
                                 "an earlier tuning run")
         return SQLiteDatabase(path=path)
     if scheme:
-        raise DatabaseError(f"unknown kind of database URL {text!r} ({scheme}://); use {FORMS}")
+        raise DatabaseError(f"unknown kind of database URL {hide_password(text)!r} ({scheme}://); "
+                            f"use {FORMS}")
     from .work_dir import formats_in, open_work_dir
     if create and not Path(text).is_file() and not formats_in(text):
         return Database.create("sqlite", work_dir=text)
