@@ -237,7 +237,7 @@ def test_a_synced_database_goes_on_locally_and_sends_the_backlog(postgres, pg_ur
         finally:
             postgres.start()
     said = [str(w.message) for w in caught if issubclass(w.category, DatabaseWarning)]
-    away = [m for m in said if "tuning goes on in the local database" in m]
+    away = [m for m in said if "Tuning goes on in the local database" in m]
     assert len(away) == 1, said  # once, not per record
     assert "PostgreSQL server at 127.0.0.1" in away[0] and PASSWORD not in away[0]
     assert sum("record(s) of this run are in the local database" in m for m in said) == 1

@@ -91,9 +91,10 @@ class SyncedDatabase(Database):
 
     def _offline(self, err: DatabaseError) -> None:
         if self.online or not self._said:  # once per outage, not per record
-            warnings.warn(f"{err}; tuning goes on in the local database {self.local!r}, and its "
-                          "records are sent when the server is back (or with `looptune db "
-                          "push`)", DatabaseWarning)
+            said = str(err) if str(err).endswith(("?", ".")) else f"{err}."
+            warnings.warn(f"{said} Tuning goes on in the local database {self.local!r}; its "
+                          "records are sent to the server when it is back (or with `looptune "
+                          "db push`)", DatabaseWarning)
             self._said = True
         self.online = False
 
