@@ -263,3 +263,23 @@ def test_a_synced_database_still_refuses_a_wrong_password_at_open(pg_url, tmp_pa
         _database(bad, tmp_path / "w")
     db = _database(pg_url, tmp_path / "w")
     assert isinstance(db, SyncedDatabase) and db.online
+
+
+def test_every_command_with_a_work_dir_takes_database(pg_url, tmp_path, capsys):
+    from looptune.cli import parser
+    for argv in (["tune", "matmul"], ["tune-model", "m.onnx"], ["run", "m.onnx"],
+                 ["db", "list"], ["report", "w"]):
+        assert parser().parse_args([*argv, "--database", pg_url]).database == pg_url
+    server = PostgresDatabase(pg_url)
+    recs = records_of_two_workloads(server, seed=8)
+    server.commit_records(recs)
+    assert main(["report", "--database", pg_url]) == 0
+    out = capsys.readouterr().out
+    assert "matmul" in out and PASSWORD not in out
+    # db list reads the work dir (if it holds a database), then the server: each trial once
+    local = SQLiteDatabase(work_dir=tmp_path / "w")
+    for r in recs[:4]:
+        local.commit_tuning_record(r)
+    assert main(["db", "list", "--work-dir", str(tmp_path / "w"), "--database", pg_url]) == 0
+    listing = capsys.readouterr().out
+    assert f"{9:>8}{3:>8}" in listing and f"{6:>8}{2:>8}" in listing, listing

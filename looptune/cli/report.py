@@ -1,5 +1,5 @@
-"""`looptune report WORK_DIR [WORK_DIR ...]`: what tuning databases hold, per task (the
-records of several work dirs together): best-so-far curves, latencies, trials to 90/95/99%
+"""`looptune report [WORK_DIR ...] [--database URL]`: what tuning databases hold, per task
+(the records of several work dirs together, and a server's): best-so-far curves, latencies, trials to 90/95/99%
 of the best, the best schedule; as text, PNG or HTML."""
 from __future__ import annotations
 

@@ -72,7 +72,7 @@ class ServerURL:
         except ValueError as e:
             raise DatabaseError(f"bad PostgreSQL URL {hide_password(url)!r} ({e}); expected "
                                 "postgresql://user:password@host:5432/dbname") from None
-        if u.scheme not in SCHEMES or not u.netloc:
+        if u.scheme not in SCHEMES:
             raise DatabaseError(f"bad PostgreSQL URL {hide_password(url)!r}: expected "
                                 "postgresql://user:password@host:5432/dbname")
         self.url = url
