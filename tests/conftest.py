@@ -58,3 +58,26 @@ def pytest_collection_modifyitems(config, items):
 def rng():
     import numpy as np
     return np.random.default_rng(0)
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A throw-away PostgreSQL cluster of this test process (tests/pg_server.py; each xdist
+    worker starts its own), stopped and removed after the session."""
+    import pg_server
+    if pg_server.bin_dir() is None:
+        pytest.skip("PostgreSQL is not installed (no initdb / pg_ctl): apt-get install postgresql")
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("psycopg is not installed: pip install '.[cluster]'")
+    server = pg_server.PgServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def pg_url(postgres):
+    """The URL of a new, empty database on the test cluster, as its (password) user."""
+    postgres.start()  # a test may have stopped it
+    return postgres.url(postgres.create_database())

@@ -143,6 +143,19 @@ def test_unroll_pragmas_and_explicit_unrolling():
     np.testing.assert_allclose(c, a * b + a, rtol=1e-6)
 
 
+def test_parallel_loop_of_one_iteration_needs_no_openmp(rng):
+    sch = Schedule(elementwise(4096))
+    (i,) = sch.get_loops(sch.get_block("C"))
+    o, _ = sch.split(i, [1, None])
+    sch.parallel(o)
+    mod = lt.build(sch)
+    assert "omp parallel" not in mod.source
+    a, b = (rng.uniform(-1, 1, 4096).astype("float32") for _ in range(2))
+    c = np.zeros(4096, "float32")
+    mod(a, b, c)
+    np.testing.assert_allclose(c, a * b + a, rtol=1e-5, atol=1e-6)
+
+
 def test_parallel_loop_gets_an_omp_pragma_and_thread_count_is_settable(rng):
     sch = Schedule(elementwise(4096))
     (i,) = sch.get_loops(sch.get_block("C"))
@@ -150,8 +163,10 @@ def test_parallel_loop_gets_an_omp_pragma_and_thread_count_is_settable(rng):
     sch.parallel(o)
     mod = lt.build(sch)
     assert mod.source.count("#pragma omp parallel for") == 1
+    # one thread runs the loop without entering an OpenMP region (about 0.3 us a call)
+    assert "if (lt_nt > 1) {" in mod.source and mod.source.count("lt_par0_") == 3
     a, b = (rng.uniform(-1, 1, 4096).astype("float32") for _ in range(2))
-    for threads in (1, 2):
+    for threads in (1, 2, 1):
         mod.set_num_threads(threads)
         c = np.zeros(4096, "float32")
         mod(a, b, c)

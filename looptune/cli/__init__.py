@@ -17,12 +17,22 @@ EXAMPLES = """examples:
   looptune tune matmul --cluster HEAD:6379
   looptune tune my_ops.py:gemm --args 512 512 512 --trials 64
   looptune db list
+  looptune tune matmul --database postgresql://me:pw@dbhost:5432/looptune
+  looptune db push --database postgresql://me:pw@dbhost:5432/looptune
+  looptune db stats --database postgresql://me:pw@dbhost:5432/looptune --json
   looptune db best matmul
   looptune report looptune-work --html report.html
   looptune tune-model model.onnx --trials 512 --work-dir resnet-work
   looptune run model.onnx --work-dir resnet-work
   looptune inspect model.onnx
 """
+
+
+TUNE_DATABASE = ("a database URL: postgresql://user:password@host:5432/dbname (records go to "
+                 "the work dir first, then to the server; if it goes away, tuning goes on "
+                 "locally and syncs when it is back), or sqlite:///path (instead of the work dir)")
+READ_DATABASE = ("a database URL: postgresql://user:password@host:5432/dbname (read after the "
+                 "work dir's database, if it holds one), or sqlite:///path (instead of it)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -42,6 +52,7 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--time", type=float, default=None, help="wall-clock budget in seconds")
     t.add_argument("--work-dir", default="looptune-work", help="where the database and the "
                    "best kernel's C go (default ./looptune-work)")
+    t.add_argument("--database", metavar="URL", help=TUNE_DATABASE)
     t.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     t.add_argument("--per-iter", type=int, default=16, help="candidates per batch (default 16)")
     t.add_argument("--threads", type=int, default=None, help="threads for the kernels "
@@ -56,10 +67,18 @@ def parser() -> argparse.ArgumentParser:
                    "the unscheduled program")
     t.add_argument("--quiet", action="store_true", help="no progress line")
     add_cluster(t)
-    d = sub.add_parser("db", help="inspect a tuning database")
-    d.add_argument("db_cmd", choices=["list", "show", "best"])
+    d = sub.add_parser("db", help="inspect a tuning database, or sync one with a server",
+                       description="list, show, best: look inside the work dir's database "
+                       "(and the --database server's records). stats: count the records of "
+                       "one database (--database, else the work dir's) per workload and per "
+                       "measuring machine. push / pull: send the work dir's records the server "
+                       "lacks / copy the server's records the work dir lacks (both idempotent).")
+    d.add_argument("db_cmd", choices=["list", "show", "best", "stats", "push", "pull"])
     d.add_argument("workload", nargs="?", help="workload name or key prefix (show, best)")
     d.add_argument("--work-dir", default="looptune-work")
+    d.add_argument("--database", metavar="URL", help=READ_DATABASE)
+    d.add_argument("--json", action="store_true", help="stats as JSON: "
+                   '{"records": N, "workloads": M, "fingerprints": {id: count}}')
     d.add_argument("--limit", type=int, default=20, help="records to show (default 20)")
     sub.add_parser("ops", help="list the built-in operators and their default shapes")
     rp = sub.add_parser("report", help="report on a tuning database: curves, latencies, "
@@ -69,8 +88,10 @@ def parser() -> argparse.ArgumentParser:
                         "a histogram of measured latencies, trials to 90/95/99% of the best "
                         "and the best schedule as code. Prints a summary; --png and --html "
                         "need matplotlib (pip install 'looptune[plot]').")
-    rp.add_argument("work_dir", nargs="+", help="work dirs (or SQLite database files): "
+    rp.add_argument("work_dir", nargs="*", help="work dirs (or SQLite database files): "
                     "their records are reported together")
+    rp.add_argument("--database", metavar="URL", help="a database URL whose records are "
+                    "reported too (postgresql://..., sqlite:///path)")
     rp.add_argument("--html", help="write a self-contained HTML page here")
     rp.add_argument("--png", help="write every task's figures into one PNG here")
     rp.add_argument("--by", default="auto", choices=["auto", "run", "strategy"],
@@ -85,6 +106,7 @@ def parser() -> argparse.ArgumentParser:
                    "file (torch.export.save)")
     m.add_argument("--trials", type=int, default=256, help="budget over all tasks (default 256)")
     m.add_argument("--work-dir", default="looptune-work")
+    m.add_argument("--database", metavar="URL", help=TUNE_DATABASE)
     m.add_argument("--op-names", nargs="*", default=None, help="tune only the tasks whose "
                    "names contain one of these")
     m.add_argument("--per-iter", type=int, default=16, help="candidates per batch (default 16)")
@@ -104,6 +126,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--work-dir", default=None, help="the work dir whose records to use (it "
                    "must hold a database; default: ./looptune-work if it holds one, else "
                    "every kernel runs its default schedule)")
+    r.add_argument("--database", metavar="URL", help=READ_DATABASE)
     r.add_argument("--threads", type=int, default=1, help="threads per kernel (default 1)")
     r.add_argument("--target", default="cpu")
     return p

@@ -135,24 +135,30 @@ def tune_model_cmd(args) -> int:
             db = tune_model(graph, target, args.work_dir, max_trials_global=args.trials,
                             op_names=args.op_names, num_trials_per_iter=args.per_iter,
                             seed=args.seed, progress=not args.quiet, num_threads=args.threads,
-                            **cluster)
+                            database=getattr(args, "database", None), **cluster)
     except ValueError as e:
         raise CLIError(str(e)) from None
-    rows, untuned, tuned = summary(graph, db, target, args.threads)
-    print_summary(rows, untuned, tuned, random_inputs(tuned))
+    try:
+        rows, untuned, tuned = summary(graph, db, target, args.threads)
+        print_summary(rows, untuned, tuned, random_inputs(tuned))
+    finally:
+        db.close()
     return 0
 
 
-def _records(work_dir):
+def _records(work_dir, database=None):
     """The database of `looptune run`: the --work-dir given (which must hold one), else
-    ./looptune-work if it holds one, else None (every kernel runs its default schedule)."""
+    ./looptune-work if it holds one, else None (every kernel runs its default schedule);
+    with --database, that one too (cli.db.open_database)."""
     from ..tune.database.work_dir import formats_in
+    from .db import open_database
     if work_dir is None:
+        if database is not None:
+            return open_database(DEFAULT_WORK_DIR, database)
         if not formats_in(DEFAULT_WORK_DIR):
             return None
         work_dir = DEFAULT_WORK_DIR
-    from .db import open_database
-    return open_database(work_dir)
+    return open_database(work_dir, database)
 
 
 def run_cmd(args) -> int:
@@ -160,7 +166,7 @@ def run_cmd(args) -> int:
     from ..target import Target
     graph = load_graph(args.model)
     target = Target.create(args.target)
-    db = _records(args.work_dir)
+    db = _records(args.work_dir, getattr(args, "database", None))
     compiled = compile_model(graph, db, target, num_threads=args.threads)
     tuned = sum(t["tuned"] for t in compiled.desc["tasks"])
     kept = sum(t.get("choice") == "default" for t in compiled.desc["tasks"])

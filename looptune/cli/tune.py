@@ -137,10 +137,8 @@ def cluster_parts(args) -> dict:
 
 
 def run(args) -> int:
-    from ..build import build
     from ..target import Target
-    from ..tune import EvaluatorConfig, compile_tir, tune_tir
-    from ..runtime.ndarray import random_args
+    from ..tune import EvaluatorConfig, tune_tir
 
     check_budget(args)
     func, name, flops = resolve(args.workload, parse_shape(args.shape), args.args or [])
@@ -161,7 +159,20 @@ def run(args) -> int:
                   strategy=args.strategy,
                   cost_model=args.cost_model if args.strategy == "evolutionary" else None,
                   task_name=name, evaluator=EvaluatorConfig(num_threads=threads),
-                  check_correctness=not args.no_check, progress=not args.quiet, **cluster)
+                  check_correctness=not args.no_check, progress=not args.quiet,
+                  database=getattr(args, "database", None), **cluster)
+    try:
+        return _summary(args, db, func, name, flops, target, threads, work_dir)
+    finally:
+        db.close()
+
+
+def _summary(args, db, func, name, flops, target, threads, work_dir) -> int:
+    """What the run found: trials, failures, the best kernel against the untuned one and the
+    library, its C and its schedule."""
+    from ..build import build
+    from ..tune import compile_tir
+    from ..runtime.ndarray import random_args
     records = [r for r in db.records_of(db.commit_workload(func), target) if not r.baseline]
     failures = Counter(r.error_class for r in records if not r.ok)
     ok = [r for r in records if r.ok]

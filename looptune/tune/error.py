@@ -11,6 +11,12 @@ class DatabaseError(TuneError):
     a newer looptune. A failed open changes nothing in the file."""
 
 
+class ServerUnreachableError(DatabaseError):
+    """A database server that cannot be reached now (refused, down, connection lost), as
+    opposed to a wrong URL, credentials or database name: a synced database carries on in its
+    local database and sends the records when the server is back."""
+
+
 class DatabaseWarning(UserWarning):
     """A stored record or workload was skipped (corrupt, truncated, from another format,
     implausible, or a trace that no longer replays); everything else in the database is used.

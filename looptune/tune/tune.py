@@ -33,12 +33,21 @@ class NoTuningRecordError(LookupError):
 
 
 def _database(database, work_dir, *, create: bool = True) -> Database:
-    """A database instance: the one given, a named one (kept in work_dir), or the one
-    work_dir holds, whatever its kind. With `create` (tuning) a work dir without one gets a
+    """A database instance: the one given, a named one (kept in work_dir), a URL
+    (Database.open; a PostgreSQL server with a work_dir: the two synced, SyncedDatabase), or
+    the one work_dir holds, whatever its kind. With `create` (tuning) a work dir without one gets a
     new one (by default SQLite); without it (reading records) a missing work dir or database
     is a DatabaseError naming the path."""
     if isinstance(database, Database):
         return database
+    if isinstance(database, str) and "://" in database:  # Database.open's URLs
+        from .database.url import is_server
+        if not is_server(database) or work_dir is None:
+            return Database.open(database, create=create)
+        from .database.postgres import PostgresDatabase
+        from .database.synced import SyncedDatabase
+        return SyncedDatabase(_database(None, work_dir, create=create),
+                              PostgresDatabase(database, connect=False))
     if database not in (None, "json", "sqlite"):
         return Database.create(database)
     if work_dir is None:
@@ -121,6 +130,7 @@ def tune_tasks(tasks, *, work_dir=None, max_trials_global: int, num_trials_per_i
                        default_schedule=default_schedule)
     finally:
         runner.close()
+        database.flush()
     return database
 
 

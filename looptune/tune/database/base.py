@@ -7,6 +7,8 @@ JSON. Databases are append-only; what a killed process wrote completely stays re
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import statistics
 import time
@@ -229,6 +231,21 @@ def measure_settings(measure) -> tuple:
         + (("machine", machine_id(measure)),)
 
 
+def record_key(record: TuningRecord) -> str:
+    """The identity of a trial, the unique key of a shared database: the same schedule (the
+    sha256 of its trace) of the same workload for the same target, timed on the same kind of
+    machine with the same comparable settings, as a baseline or not. Sending a record again (a
+    restarted tuner, `looptune db push`) matches it, so nothing is stored twice; a measurement
+    of another schedule, on another kind of machine or with other settings is another trial.
+    The times are no part of it: a schedule timed twice alike is one trial, kept as first
+    stored (a tuner never measures a schedule its database already holds)."""
+    trace = json.dumps(record.trace.to_json(), sort_keys=True, separators=(",", ":"))
+    blob = json.dumps([record.workload.key, hashlib.sha256(trace.encode()).hexdigest(),
+                       record.target.key(), measure_settings(record.measure), record.baseline],
+                      sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
 def rank(records, k: int, evaluator=None) -> list:
     """The k fastest successful records among those measured with `evaluator`'s settings
     (an EvaluatorConfig or a measure dict; None: the settings of the newest successful
@@ -282,6 +299,14 @@ class Database:
         """A database from its registered name ("memory", "json", "sqlite", ...), class or
         instance; options go to its constructor."""
         return cls.registry.create(spec, Database, **kwargs)
+
+    @classmethod
+    def open(cls, url, *, create: bool = False) -> "Database":
+        """The database a URL names: postgresql://user:password@host:5432/dbname (a
+        PostgreSQL server, needs psycopg), sqlite:///path (an SQLite file) or a work dir.
+        `create`: make an SQLite database where a path holds none (else DatabaseError)."""
+        from .url import open_url
+        return open_url(url, create=create)
 
     # ------------------------------------------------------------------ storage
     def has_workload(self, func: PrimFunc) -> bool:
@@ -393,6 +418,10 @@ class Database:
         """The function of query_schedule's schedule, or None."""
         sch = self.query_schedule(func, target, evaluator=evaluator)
         return None if sch is None else sch.func
+
+    def flush(self) -> None:
+        """Send what waits to be sent (a SyncedDatabase's backlog); the end of a tuning run
+        calls it. Nothing for a database that writes at once."""
 
     def close(self) -> None:
         """Release files or connections (the database stays readable by others)."""

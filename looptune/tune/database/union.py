@@ -86,7 +86,18 @@ class UnionDatabase(Database):
 @Database.registry.register("ordered-union")
 class OrderedUnionDatabase(UnionDatabase):
     """Several databases read as one, in order: each query is answered by the first member that
-    has an answer."""
+    has an answer. A record held by several members (a local work dir and the server it was
+    pushed to: the same trial, `record_key`) is listed once, as the first member holds it."""
+
+    def get_all_tuning_records(self) -> list:
+        from .synced import merged
+        out: list = []
+        for d in self.databases:
+            out = merged(out, d.get_all_tuning_records())
+        return out
+
+    def __len__(self) -> int:
+        return len(self.get_all_tuning_records())
 
     def newest_record(self, func, target):
         for d in self.databases:
