@@ -110,6 +110,9 @@ class Runner:
     # its times are measurements, with their noise: the tuner times a new best twice
     # (tune/measure.py); a runner that answers from a table sets this False
     confirms_best = True
+    # it measures many candidates at once (on many devices: RayRunner): the task scheduler
+    # hands it a whole batch in one `run` (tune/measure.py Measurements.run_many)
+    parallel = False
     # the settings every result of this runner is measured with, when the runner fixes them
     # (a SimulatedRunner's table); None: the tuner's EvaluatorConfig
     evaluator: EvaluatorConfig | None = None

@@ -82,7 +82,7 @@ class RayRunner(Runner):
     closes); a cluster that offers none for `wait_for_device_s` seconds is a TuneError.
     Needs Ray (pip install 'looptune[cluster]')."""
 
-    parallel = True  # the task scheduler hands it whole batches (tune/measure.py)
+    parallel = True
 
     def __init__(self, *, address: str | None = None, timeout_s: float = 10.0,
                  check_rtol: float = 1e-3, check_atol: float = 1e-3, max_losses: int = 3,
