@@ -109,11 +109,22 @@ class RayRunner(Runner):
 
     def run(self, inputs: list) -> list:
         ray = connect(self.address)
-        lost = lost_worker_errors()
         results: list = [None] * len(inputs)
         queue = deque(range(len(inputs)))
-        losses: Counter = Counter()
         running: dict = {}  # result ref -> (input index, _Device)
+        try:
+            self._serve(ray, inputs, results, queue, running)
+        except BaseException:  # Ctrl-C, a bug: what the busy devices do now is unknown
+            for _, d in running.values():
+                self._drop(d)
+                ray.kill(d.handle)
+            raise
+        return results
+
+    def _serve(self, ray, inputs, results, queue, running) -> None:
+        """Hand queued inputs to free devices until every input has its result."""
+        lost = lost_worker_errors()
+        losses: Counter = Counter()
         seen_device = time.monotonic()
         while queue or running:
             self._top_up(ray)
@@ -153,7 +164,6 @@ class RayRunner(Runner):
                         results[i] = RunnerResult(error_class="run_error", error_msg=(
                             f"the device measuring it was lost {losses[i]} times (last: "
                             f"{type(e).__name__}); its node may be failing"))
-        return results
 
     def close(self) -> None:
         if self._devices or self._starting:
