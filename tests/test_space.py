@@ -52,12 +52,16 @@ def check_samples(ctx, tensors, ref, n=6):
 def test_matmul_space_is_ssrsrs_tiling_with_a_local_accumulator():
     ctx, tensors, ref = context("matmul", M=16, N=24, K=12)
     spaces = ctx.generate_design_space()
-    assert len(spaces) == 2  # write-back at tiling level 1 or 2
+    # write-back at tiling level 1 or 2, each without copies and with the inputs copied per
+    # outer reduction tile into packed panels (read_levels (None, 1))
+    assert len(spaces) == 4
+    assert sorted(kinds(s)["CacheRead"] for s in spaces) == [0, 0, 2, 2]
     for sch in spaces:
         k = kinds(sch)
         assert tile_ns(sch) == [4, 4, 2]
         assert k["Split"] == 3 and k["Reorder"] == 1
         assert k["CacheWrite"] == 1 and k["ReverseComputeAt"] == 1
+        assert k["ComputeAt"] == k["CacheRead"]  # each copy at its reduction tile
         assert k["SampleTile"] == 2 and k["SamplePerfectTile"] == 1  # spatial may over-cover
         assert k["SampleCategorical"] == 2  # the parallel extent and the unroll depth
         root_ann = dict(sch.get(sch.get_block("root")).annotations)
@@ -71,7 +75,7 @@ def test_matmul_space_is_ssrsrs_tiling_with_a_local_accumulator():
 def test_dense_fuses_the_epilogue_instead_of_caching():
     ctx, tensors, ref = context("dense", batch=4, in_features=20, out_features=24)
     spaces = ctx.generate_design_space()
-    assert len(spaces) == 2  # the epilogue at tiling level 1 or 2
+    assert len(spaces) == 4  # the epilogue at tiling level 1 or 2; with or without copies
     for sch in spaces:
         k = kinds(sch)
         assert k["CacheWrite"] == 0 and k["ReverseComputeAt"] == 1
@@ -81,11 +85,11 @@ def test_dense_fuses_the_epilogue_instead_of_caching():
 def test_conv2d_space_tiles_seven_loops_and_places_the_padding():
     ctx, tensors, ref = context("conv2d", C=4, H=8, W=8, K=12)  # K: no whole vector
     spaces = ctx.generate_design_space()
-    assert len(spaces) == 2  # write-back at tiling level 1 or 2
+    assert len(spaces) == 4  # write-back at tiling level 1 or 2; with or without copies
     for sch in spaces:
         assert tile_ns(sch) == [4, 4, 4, 4, 2, 2, 2]
         k = kinds(sch)
-        assert k["SampleComputeLocation"] == 1 and k["ComputeAt"] == 1
+        assert k["SampleComputeLocation"] == 1 and k["ComputeAt"] == 1 + k["CacheRead"]
         assert k["ComputeInline"] == 0  # padding has a condition: not inlined
     check_samples(ctx, tensors, ref)
 
@@ -96,7 +100,7 @@ def test_conv2d_space_offers_output_channel_vectors_with_packed_weight_panels():
     with k last (permute_layout); their samples compute the conv."""
     ctx, tensors, ref = context("conv2d", C=4, H=10, W=10, K=32, stride=2)
     spaces = ctx.generate_design_space()
-    assert len(spaces) == 4
+    assert len(spaces) == 6
     channel = [s for s in spaces if kinds(s)["PermuteLayout"]]
     assert len(channel) == 2
     for sch in channel:
@@ -108,7 +112,7 @@ def test_conv2d_space_offers_output_channel_vectors_with_packed_weight_panels():
         assert block.writes[0].buffer.shape[-1] == 32  # accumulators: [N][Y][X][K]
     check_samples(ctx, tensors, ref, n=8)
     # a matmul reads its columns contiguously: no such spaces
-    assert len(context("matmul", M=32, N=24, K=12)[0].generate_design_space()) == 2
+    assert len(context("matmul", M=32, N=24, K=12)[0].generate_design_space()) == 4
 
 
 @pytest.mark.parametrize("name,shape", [("softmax", dict(M=6, N=10)),

@@ -61,7 +61,9 @@ class MultiLevelTiling(ScheduleRule):
         level's loops fused and bound. write_reuse "may": an elementwise consumer is fused at
         the write level instead of a cache; "must": always a `write_scope` cache, and a sole
         unscheduled elementwise consumer is inlined into its write-back. vector_load_lens: the
-        vector lengths a cooperative fetch into "shared" samples from. channel_vectors (CPU):
+        vector lengths a cooperative fetch into "shared" samples from. read_levels: one
+        space per level, the inputs copied per iteration of that reduction group's last loop
+        (None: a space without copies). channel_vectors (CPU):
         where the innermost loop is a poor vector axis and another is a good one
         (analysis.channel_vector_axis: a stride-2 conv's x and its output channel k), also
         offer spaces with that loop innermost, its weight copied per tile into a panel with
@@ -122,6 +124,9 @@ class MultiLevelTiling(ScheduleRule):
         with_reads = []
         for s in out:
             for level in self.read_levels:
+                if level is None:  # a space without copies
+                    with_reads.append(s)
+                    continue
                 s2 = s.copy()
                 try:
                     self._read_cache(s2, block, groups, level)
