@@ -377,10 +377,11 @@ def test_tune_tir_searches_gpu_schedules_with_a_fake_builder_and_runner():
 
 # ------------------------------------------------------------------------------ the CPU path
 CPU = Target(kind="cpu", arch="x86_64", features=("avx2", "fma"), cores=2, vector_bits=256)
-# sha256 (first 16 hex digits) of the CPU design-space traces as JSON, from before the GPU
-# options were added to MultiLevelTiling; a change here changes every CPU tuning run
-CPU_SPACES = {"matmul": "295bc4a962f061ac", "conv2d": "094cce9ccc749b8b",
-              "softmax": "96c310796be2582f", "dense": "64bac17a234e0488"}
+# sha256 (first 16 hex digits) of the CPU design-space traces as JSON: GPU options of
+# MultiLevelTiling must leave them be; a change here changes every CPU tuning run (the last:
+# the packed-panel spaces, read_levels (None, 1))
+CPU_SPACES = {"matmul": "23191247eff68715", "conv2d": "07003661cf442781",
+              "softmax": "96c310796be2582f", "dense": "c8ed95e36a88260e"}
 
 
 @pytest.mark.parametrize("name", sorted(CPU_SPACES))

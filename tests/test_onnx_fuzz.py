@@ -270,6 +270,12 @@ SHRUNK = {
         [node("Mod", ["x", "d"], ["y"], fmod=1)], [("x", [3], F), ("d", [], F)],
         [("y", F)]).model, {"x": np.float32([-np.inf, 32.02, -5.5]),
                             "d": np.array(-np.inf, np.float32)}),
+    # fmod by a tiny (subnormal) divisor: a / b overflowed to inf and a - b * trunc(a / b)
+    # gave inf where the remainder is -7.4e-40. fmod is C's fmodf now, exact
+    "fmod_tiny_divisor": lambda: Case(_case(
+        [node("Mod", ["x", "d"], ["y"], fmod=1)], [("x", [3], F), ("d", [3], F)],
+        [("y", F)]).model, {"x": np.float32([-26.137423, -7.5, 3.0]),
+                            "d": np.float32([-3e-39, 2.0, 1e-3])}),
 }
 
 

@@ -26,6 +26,7 @@ _C_OP = {"tdiv": "/", "tmod": "%", "and": "&&", "or": "||"}
 F32_CALLS = {"exp": "expf({0})", "log": "logf({0})", "sqrt": "sqrtf({0})",
              "rsqrt": "(1.0f / sqrtf({0}))", "tanh": "tanhf({0})", "erf": "erff({0})",
              "sigmoid": "(1.0f / (1.0f + expf(-({0}))))", "pow": "powf({0}, {1})",
+             "fmod": "fmodf({0}, {1})",
              "floor": "floorf({0})", "ceil": "ceilf({0})", "abs": "fabsf({0})",
              "sin": "sinf({0})", "cos": "cosf({0})",
              "round": "nearbyintf({0})"}  # half to even (the default rounding mode)

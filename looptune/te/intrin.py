@@ -31,6 +31,13 @@ def pow(x, y):  # noqa: A001
     return call("pow", x, y)
 
 
+def fmod(x, y):
+    """C's fmod (np.fmod): x - n * y with n = trunc(x / y) computed exactly, the sign of x."""
+    x = convert(x)
+    y = convert(y, dt.element(x.dtype) if isinstance(y, (int, float)) else None)
+    return call("fmod", x, y)
+
+
 def if_then_else(cond, true_value, false_value) -> PrimExpr:
     """`true_value if cond else false_value`; only the chosen side is evaluated."""
     try:

@@ -14,8 +14,8 @@ from .buffer import Buffer
 ARITH_OPS = ("+", "-", "*", "/", "//", "%", "min", "max", "tdiv", "tmod")
 CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
 LOGIC_OPS = ("and", "or")
-FLOAT_INTRINSICS = ("exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "pow", "floor",
-                    "ceil", "sin", "cos", "round")
+FLOAT_INTRINSICS = ("exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "pow", "fmod",
+                    "floor", "ceil", "sin", "cos", "round")
 INTRINSICS = FLOAT_INTRINSICS + ("abs",)
 
 
@@ -359,7 +359,7 @@ def call(op: str, *args) -> PrimExpr:
     if op not in INTRINSICS:
         raise ValueError(f"unknown intrinsic {op!r}; known: {', '.join(INTRINSICS)}")
     args = tuple(convert(x) for x in args)
-    if op == "pow" and len(args) == 2:
+    if op in ("pow", "fmod") and len(args) == 2:
         t = dt.promote(args[0].dtype, args[1].dtype)
         args = tuple(cast(x, t) for x in args)
     d = args[0].dtype

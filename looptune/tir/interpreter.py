@@ -29,7 +29,8 @@ _PY_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "//", "%": "%", "==": "
 _CALLS = {
     "exp": "np.exp({0})", "log": "np.log({0})", "sqrt": "np.sqrt({0})",
     "rsqrt": "(1 / np.sqrt({0}))", "tanh": "np.tanh({0})", "erf": "_erf({0})",
-    "sigmoid": "(1 / (1 + np.exp(-{0})))", "pow": "np.power({0}, {1})", "floor": "np.floor({0})",
+    "sigmoid": "(1 / (1 + np.exp(-{0})))", "pow": "np.power({0}, {1})",
+    "fmod": "np.fmod({0}, {1})", "floor": "np.floor({0})",
     "ceil": "np.ceil({0})", "abs": "abs({0})", "sin": "np.sin({0})", "cos": "np.cos({0})",
     "round": "np.round({0})", INDEX_CHECK_OP: "_check_index({0}, {1}, {2})",
 }

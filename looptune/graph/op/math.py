@@ -139,17 +139,13 @@ def cast(inputs, attrs, node):
 
 def _mod(a, b):
     """np.mod (floor: the sign of b) on integers, with x mod 0 = 0 rather than a fault;
-    np.fmod (C's fmod: the sign of a) on floats, as a - b * trunc(a / b) (and a where b is
-    infinite and a finite, as C's)."""
+    np.fmod (C's fmod: the sign of a, exact) on floats. (a - b * trunc(a / b) is not: a / b
+    overflows to inf for a tiny b, and rounds away the remainder past 2^24.)"""
     from ...tir.expr import convert
     a, b = convert(a), convert(b)
     if a.dtype.startswith("int") and b.dtype.startswith("int"):
         return te.if_then_else(b == 0, te.const(0, a.dtype), a % b)
-    q = a / b
-    r = a - b * te.if_then_else(q >= 0, te.floor(q), te.ceil(q))
-    # fmod(a, +-inf) is a for a finite a (where the formula makes 0 * inf = NaN)
-    inf = te.const(float("inf"), "float32")
-    return te.if_then_else((te.abs(b) == inf) & (te.abs(a) < inf), a, r)
+    return te.fmod(a, b)
 
 
 def _mod_ref(a, b):

@@ -4,6 +4,7 @@ an older hash) with bad rows reported, never fatal."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import warnings
 
 from ...tir.serialize import func_from_json
@@ -86,3 +87,39 @@ class Skipper:
         if self.count > MAX_WARNINGS:
             warnings.warn(f"{self.source}: skipped {self.count - MAX_WARNINGS} more bad entries",
                           DatabaseWarning, stacklevel=3)
+
+
+def load_table_rows(view: View, keys: set, wrows, rrows, source: str) -> tuple:
+    """Add rows read from a `workloads` table ((id, key, func JSON)) and a `records` table
+    ((id, record JSON)) of `source` to `view`, each bad row skipped with a warning, and their
+    keys to `keys`; returns the last (workload id, record id) read (None where no rows)."""
+    last_w = last_r = None
+    skipper = Skipper(f"{source}, table workloads")
+    for rid, key, text in wrows:
+        keys.add(key)
+        obj = _loads(text, skipper.at(f"id {rid}"))
+        if obj is not _UNREADABLE:
+            view.load_workload({"key": key, "func": obj}, skipper.at(f"id {rid}"))
+        last_w = rid
+    skipper.done()
+    skipper = Skipper(f"{source}, table records")
+    for rid, text in rrows:
+        obj = _loads(text, skipper.at(f"id {rid}"))
+        if obj is not _UNREADABLE:
+            view.load_record(obj, skipper.at(f"id {rid}"))
+        last_r = rid
+    skipper.done()
+    return last_w, last_r
+
+
+_UNREADABLE = object()
+
+
+def _loads(text, skip):
+    """A stored JSON column as an object, or _UNREADABLE (reported) when it does not parse
+    (or nests deeper than Python's recursion limit)."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError, RecursionError) as err:
+        skip(f"not JSON: {type(err).__name__}: {err}")
+        return _UNREADABLE

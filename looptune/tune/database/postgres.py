@@ -23,9 +23,8 @@ from urllib.parse import unquote, urlsplit
 from ...tir.func import as_prim_func
 from ...version import __version__
 from ..error import DatabaseError, ServerUnreachableError
-from ._view import Skipper, View
+from ._view import View, load_table_rows
 from .base import Database, TuningRecord, Workload, record_key
-from .sqlite import _UNREADABLE, _loads
 from .url import hide_password
 
 SCHEMES = ("postgresql", "postgres")
@@ -231,23 +230,11 @@ class PostgresDatabase(Database):
                     conn.execute("SELECT id, record FROM records WHERE id > %s ORDER BY id",
                                  (self._last_record,)).fetchall())
         wrows, rrows = self._read(read)
-        view = self._view
-        skipper = Skipper(f"{self.server.shown}, table workloads")
-        for rid, key, text in wrows:
-            self._db_keys.add(key)
-            obj = _loads(text, skipper.at(f"id {rid}"))
-            if obj is not _UNREADABLE:
-                view.load_workload({"key": key, "func": obj}, skipper.at(f"id {rid}"))
-            self._last_workload = rid
-        skipper.done()
-        skipper = Skipper(f"{self.server.shown}, table records")
-        for rid, text in rrows:
-            obj = _loads(text, skipper.at(f"id {rid}"))
-            if obj is not _UNREADABLE:
-                view.load_record(obj, skipper.at(f"id {rid}"))
-            self._last_record = rid
-        skipper.done()
-        return view
+        last_w, last_r = load_table_rows(self._view, self._db_keys, wrows, rrows,
+                                           str(self.server.shown))
+        self._last_workload = self._last_workload if last_w is None else last_w
+        self._last_record = self._last_record if last_r is None else last_r
+        return self._view
 
     # ------------------------------------------------------------------ storage
     def has_workload(self, func) -> bool:

@@ -23,7 +23,7 @@ from ...version import __version__
 from ..error import DatabaseError
 from ...tir.func import as_prim_func
 from .base import Database, TuningRecord, Workload
-from ._view import Skipper, View
+from ._view import View, load_table_rows
 
 SCHEMA_VERSION = 1
 DEFAULT_FILE = "database.sqlite"
@@ -118,23 +118,10 @@ class SQLiteDatabase(Database):
                                      (self._last_record,)).fetchall()
         except sqlite3.Error as e:
             raise _failed(self.path, e, self.timeout) from None
-        view = self._view
-        skipper = Skipper(f"{self.path}, table workloads")
-        for rid, key, text in wrows:
-            self._db_keys.add(key)
-            obj = _loads(text, skipper.at(f"id {rid}"))
-            if obj is not _UNREADABLE:
-                view.load_workload({"key": key, "func": obj}, skipper.at(f"id {rid}"))
-            self._last_workload = rid
-        skipper.done()
-        skipper = Skipper(f"{self.path}, table records")
-        for rid, text in rrows:
-            obj = _loads(text, skipper.at(f"id {rid}"))
-            if obj is not _UNREADABLE:
-                view.load_record(obj, skipper.at(f"id {rid}"))
-            self._last_record = rid
-        skipper.done()
-        return view
+        last_w, last_r = load_table_rows(self._view, self._db_keys, wrows, rrows, str(self.path))
+        self._last_workload = self._last_workload if last_w is None else last_w
+        self._last_record = self._last_record if last_r is None else last_r
+        return self._view
 
     # ------------------------------------------------------------------ storage
     def has_workload(self, func) -> bool:
@@ -258,16 +245,3 @@ def _damaged(path, err) -> DatabaseError:
     return DatabaseError(f"{path} is not a readable SQLite database ({err}): it is another kind "
                          "of file, or damaged (truncated?); restore it from a copy, or tune "
                          "into another work dir")
-
-
-_UNREADABLE = object()
-
-
-def _loads(text, skip):
-    """A stored JSON column as an object, or _UNREADABLE (reported) when it does not parse
-    (or nests deeper than Python's recursion limit)."""
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError, RecursionError) as err:
-        skip(f"not JSON: {type(err).__name__}: {err}")
-        return _UNREADABLE
