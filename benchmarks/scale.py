@@ -37,8 +37,10 @@ from looptune.tune.runner import LocalRunner  # noqa: E402
 ROOT = str(Path(__file__).resolve().parent.parent)
 
 
-def one_run(label: str, func, trials: int, per_iter: int, seed: int, builder, runner) -> dict:
-    _common.fresh_kernel_cache()
+def one_run(label: str, func, trials: int, per_iter: int, seed: int, builder, runner,
+            fresh_cache: bool = True) -> dict:
+    if fresh_cache:
+        _common.fresh_kernel_cache()
     sched = TaskScheduler.create("gradient")
     t0 = time.time()
     db = tune_tir(func, "cpu", tempfile.mkdtemp(prefix="scale-"), max_trials_global=trials,
@@ -63,20 +65,25 @@ def ray_runs(func, args) -> list:
     node = {"num_cpus": 1, "resources": {DEVICE: 1}, "object_store_memory": 200 * 2**20}
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH"))
                                                if p)
-    cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 0, "include_dashboard": False, "object_store_memory": 200 * 2**20})
-    ray.init(address=cluster.address, log_to_driver=False)
     runs = []
-    try:
-        for n in (1, 2):
-            while len(cluster.list_all_nodes()) < n + 1:
+    for n in (1, 2):
+        # a new cluster per configuration, its nodes started with a new, empty kernel cache
+        # (they inherit this process's environment): the same candidates compiled by an
+        # earlier configuration would otherwise be cache hits on the nodes
+        _common.fresh_kernel_cache()
+        cluster = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 0, "include_dashboard": False, "object_store_memory": 200 * 2**20})
+        try:
+            for _ in range(n):
                 cluster.add_node(**node)
             cluster.wait_for_nodes()
+            ray.init(address=cluster.address, log_to_driver=False)
             runs.append(one_run(f"ray, {n} node{'s' if n > 1 else ''}", func, args.trials,
-                                args.per_iter, args.seed, RayBuilder(), RayRunner()))
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
+                                args.per_iter, args.seed, RayBuilder(), RayRunner(),
+                                fresh_cache=False))
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
     return runs
 
 
