@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import warnings
 
 from ...tir.serialize import func_from_json
 from ..error import DatabaseWarning
-from .base import TuningRecord, Workload
+from ...tir.func import as_prim_func
+from .base import Database, TuningRecord, Workload
 
 MAX_WARNINGS = 10  # per file or table: beyond this, one summary instead of a flood
 
@@ -87,6 +89,34 @@ class Skipper:
         if self.count > MAX_WARNINGS:
             warnings.warn(f"{self.source}: skipped {self.count - MAX_WARNINGS} more bad entries",
                           DatabaseWarning, stacklevel=3)
+
+
+class TableDatabase(Database):
+    """What the databases kept in tables (SQLite, PostgreSQL) share: reads through `_refresh`
+    (the rows committed since the last one, added to `_view`) under `_lock`, and one
+    connection `_conn` per process (`_pid`), closed by its owner only."""
+
+    def _refresh(self) -> View:
+        raise NotImplementedError
+
+    def has_workload(self, func) -> bool:
+        func = as_prim_func(func)
+        with self._lock:
+            return self._holds(func, self._refresh().workloads)
+
+    def get_all_tuning_records(self) -> list:
+        with self._lock:
+            return list(self._refresh().records)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._refresh().records)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
 
 
 def load_table_rows(view: View, keys: set, wrows, rrows, source: str) -> tuple:

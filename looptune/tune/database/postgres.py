@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlsplit
 from ...tir.func import as_prim_func
 from ...version import __version__
 from ..error import DatabaseError, ServerUnreachableError
-from ._view import View, load_table_rows
+from ._view import TableDatabase, View, load_table_rows
 from .base import Database, TuningRecord, Workload, record_key
 from .url import hide_password
 
@@ -93,7 +93,7 @@ class ServerURL:
 
 
 @Database.registry.register("postgres")
-class PostgresDatabase(Database):
+class PostgresDatabase(TableDatabase):
     """Records on a PostgreSQL server (`url`: postgresql://user:password@host:5432/dbname),
     shared by every tuner that opens it. The database must exist; its tables are created or
     upgraded on first use. Needs psycopg 3 (pip install 'looptune[cluster]')."""
@@ -237,11 +237,6 @@ class PostgresDatabase(Database):
         return self._view
 
     # ------------------------------------------------------------------ storage
-    def has_workload(self, func) -> bool:
-        func = as_prim_func(func)
-        with self._lock:
-            return self._holds(func, self._refresh().workloads)
-
     def commit_workload(self, func) -> Workload:
         func = as_prim_func(func)
         with self._lock:
@@ -286,20 +281,6 @@ class PostgresDatabase(Database):
     def keys(self) -> set:
         """The keys (record_key) of every stored record, without reading the records."""
         return {k for (k,) in self._read(lambda c: c.execute("SELECT key FROM records").fetchall())}
-
-    def get_all_tuning_records(self) -> list:
-        with self._lock:
-            return list(self._refresh().records)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._refresh().records)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn = None
 
     def __repr__(self):
         return f"PostgresDatabase({self.server.shown!r})"

@@ -23,7 +23,7 @@ from ...version import __version__
 from ..error import DatabaseError
 from ...tir.func import as_prim_func
 from .base import Database, TuningRecord, Workload
-from ._view import View, load_table_rows
+from ._view import TableDatabase, View, load_table_rows
 
 SCHEMA_VERSION = 1
 DEFAULT_FILE = "database.sqlite"
@@ -39,7 +39,7 @@ _TABLES = (
 
 
 @Database.registry.register("sqlite")
-class SQLiteDatabase(Database):
+class SQLiteDatabase(TableDatabase):
     """The default database: one SQLite file (`path`, or work_dir/database.sqlite) that several
     processes commit to and read at once."""
 
@@ -124,11 +124,6 @@ class SQLiteDatabase(Database):
         return self._view
 
     # ------------------------------------------------------------------ storage
-    def has_workload(self, func) -> bool:
-        func = as_prim_func(func)
-        with self._lock:
-            return self._holds(func, self._refresh().workloads)
-
     def commit_workload(self, func) -> Workload:
         func = as_prim_func(func)
         with self._lock:
@@ -169,20 +164,6 @@ class SQLiteDatabase(Database):
         self._conn.execute("INSERT OR IGNORE INTO workloads (key, name, func) VALUES (?, ?, ?)",
                            (wl.key, wl.name, json.dumps(wl.to_json()["func"],
                                                         separators=(",", ":"))))
-
-    def get_all_tuning_records(self) -> list:
-        with self._lock:
-            return list(self._refresh().records)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._refresh().records)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn = None
 
     def __repr__(self):
         return f"SQLiteDatabase({str(self.path)!r})"
