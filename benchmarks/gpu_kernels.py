@@ -1,20 +1,23 @@
-"""Tune CUDA kernels and compare each with PyTorch measured in the same run, on the same GPU:
+"""Tune CUDA kernels and compare each with PyTorch measured in the same run, on the same GPU
+(issue 27's set):
 
     matmul_fp32   4096^3 fp32 (torch with TF32 off, so both do fp32 FMA)
     matmul_fp16   4096^3 fp16 inputs, fp32 accumulation and output, no tensor cores for
                   looptune (torch's fp16 matmul uses them: the ratio says what they are worth)
-    softmax       4096 x 4096 fp32, along the rows
-    layer_norm    8192 x 1024 fp32, with gamma and beta
-    conv2d        8 x 64 x 56 x 56, 64 3x3 filters, padding 1, fp32 (cuDNN, TF32 off)
+    matmul_bf16   the same with bfloat16 inputs
+    conv2d        1 x 64 x 56 x 56, 64 3x3 filters, padding 1, fp32 (cuDNN, TF32 off)
+    softmax       12 x 128 x 128 fp32 (attention scores: 1536 rows of 128), along the rows
+    layer_norm    128 x 768 fp32, with gamma and beta
 
 Each workload is tuned (EvolutionarySearch + XGBModel, target "cuda", the CUDA runner) to
-each budget of --trials (checkpoints of one run: the work dir resumes), then compiled with
-its best record and timed on device arrays with CUDA events (median); the zero-search default
-schedule (looptune.dlight.default_schedule) is a row of its own, where dlight exists. Outputs
-are checked against torch's. Needs an NVIDIA GPU, cuda-python (pip install 'looptune[cuda]')
-and torch with CUDA.
+each budget of --trials (checkpoints of one run: the work dir resumes; --max-time-s caps each
+checkpoint's wall clock), then compiled with its best record and timed on device arrays with
+CUDA events (median); the zero-search default schedule (looptune.dlight.default_schedule) is a
+row of its own. Outputs are checked against torch's. Needs an NVIDIA GPU, cuda-python
+(pip install 'looptune[cuda]') and torch with CUDA.
 
-    python benchmarks/gpu_kernels.py [--workloads ...] [--trials 64 512] [--json out.json]
+    python benchmarks/gpu_kernels.py [--workloads ...] [--trials 64 512] [--max-time-s S]
+        [--json out.json]
 """
 from __future__ import annotations
 
@@ -59,15 +62,24 @@ WORKLOADS = {
                     lambda t, a, b: t.matmul(a, b), "float32"),
     "matmul_fp16": (lambda: _matmul(4096, 4096, 4096, "float16"),
                     lambda t, a, b: t.matmul(a, b).float(), "float16"),
-    "softmax": (lambda: _op("softmax", M=4096, N=4096),
-                lambda t, x: t.softmax(x, dim=-1), "float32"),
-    "layer_norm": (lambda: _op("layer_norm", M=8192, N=1024),
-                   lambda t, x, g, b: t.nn.functional.layer_norm(x, (x.shape[-1],), g, b, 1e-5),
-                   "float32"),
-    "conv2d": (lambda: _op("conv2d", N=8, C=64, H=56, W=56, K=64, R=3, S=3, stride=1, pad=1,
+    "matmul_bf16": (lambda: _matmul(4096, 4096, 4096, "bfloat16"),
+                    lambda t, a, b: t.matmul(a, b).float(), "bfloat16"),
+    "conv2d": (lambda: _op("conv2d", N=1, C=64, H=56, W=56, K=64, R=3, S=3, stride=1, pad=1,
                            dilation=1),
                lambda t, x, w: t.nn.functional.conv2d(x, w, padding=1), "float32"),
+    "softmax": (lambda: _op("softmax", M=12 * 128, N=128),
+                lambda t, x: t.softmax(x, dim=-1), "float32"),
+    "layer_norm": (lambda: _op("layer_norm", M=128, N=768),
+                   lambda t, x, g, b: t.nn.functional.layer_norm(x, (x.shape[-1],), g, b, 1e-5),
+                   "float32"),
 }
+
+
+def to_torch(torch, a: np.ndarray):
+    """A CUDA tensor of a numpy array; bfloat16 (ml_dtypes) goes through its bits."""
+    if a.dtype.kind == "V" or a.dtype.name == "bfloat16":
+        return torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16).cuda()
+    return torch.from_numpy(a).cuda()
 
 
 def need_gpu():
@@ -146,9 +158,11 @@ def bench(torch, key: str, args, target, out_dir: Path) -> list:
     build_func, ref, dtype = WORKLOADS[key]
     func, flops = build_func()
     rng = np.random.default_rng(0)
-    inputs = [rng.uniform(-1, 1, b.shape).astype(dtype) for b in func.params[:-1]]
-    out_shape = func.params[-1].shape
-    t_in = [torch.from_numpy(x).cuda() for x in inputs]
+    from looptune.tir import dtype as dt
+    inputs = [rng.uniform(-1, 1, [int(n) for n in b.shape]).astype(dt.numpy_dtype(dtype))
+              for b in func.params[:-1]]
+    out_shape = tuple(int(n) for n in func.params[-1].shape)
+    t_in = [to_torch(torch, x) for x in inputs]
     want = ref(torch, *t_in).float().cpu().numpy()
     torch_s = torch_seconds(torch, lambda: ref(torch, *t_in))
     print(f"{key}: torch {torch_s * 1e3:.4f} ms", flush=True)
@@ -181,6 +195,7 @@ def bench(torch, key: str, args, target, out_dir: Path) -> list:
             db = tune_tir(func, target, work, max_trials_global=trials,
                           num_trials_per_iter=args.per_iter, seed=args.seed,
                           cost_model=args.cost_model, builder=builder, runner="cuda",
+                          max_time_s=args.max_time_s,
                           evaluator=EvaluatorConfig(number=1, repeat=5, min_repeat_ms=20))
             spent += time.time() - t0
             mod = compile_tir(db, func, target)
@@ -191,7 +206,8 @@ def bench(torch, key: str, args, target, out_dir: Path) -> list:
             break
         row = measure_row(torch, mod, inputs, out_shape, want, key, f"tuned {trials}", flops,
                           torch_s)
-        row.update(trials=trials, tuning_wall_s=spent, s_per_trial=spent / trials,
+        done = len(db.get_all_tuning_records())
+        row.update(trials=done, tuning_wall_s=spent, s_per_trial=spent / max(done, 1),
                    record_ms=mod.record.median_secs * 1e3 if getattr(mod, "record", None)
                    else None)
         rows.append(row)
@@ -207,6 +223,8 @@ def main():
     ap.add_argument("--trials", type=int, nargs="+", default=[64, 512])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--per-iter", type=int, default=64)
+    ap.add_argument("--max-time-s", type=float, default=None,
+                    help="wall-clock cap of each tuning checkpoint, seconds")
     ap.add_argument("--cost-model", default="xgb")
     ap.add_argument("--keep", default=None, help="keep the work dirs here")
     ap.add_argument("--json", default=None)

@@ -55,6 +55,35 @@ def test_the_reference_of_a_gpu_task_is_built_for_the_host():
     assert artifact.endswith(".so") and symbol.endswith("_kernel")
 
 
+@pytest.mark.cc
+@pytest.mark.parametrize("name,shape", [
+    ("matmul", dict(M=64, N=48, K=32)), ("softmax", dict(M=16, N=100)),
+    ("conv2d", dict(N=1, C=4, H=8, W=8, K=8, R=3, S=3, stride=1, pad=1, dilation=1))])
+def test_the_reference_of_a_gpu_task_uses_every_core_and_computes_the_same(name, shape):
+    """A GPU task's reference runs within a candidate's time limit at GPU sizes (a 4096^3
+    matmul takes ~15 s on one core): its outermost loop of more than one iteration
+    (conv2d's batch of 1 is skipped) is parallel, and its outputs are the unscheduled ones."""
+    import numpy as np
+    import looptune as lt
+    from looptune.build import args_info, generate_source
+    from looptune.runtime.module import Module
+    from looptune.tune.measure import _outer_loops_parallel
+    func, _, _ = gs.func_of(name, **shape)
+    artifact, symbol = build_reference(Builder.create("cuda"), func, CUDA, name)
+    parallel = _outer_loops_parallel(func)
+    assert "omp parallel" in generate_source(parallel, "cpu")[1]
+    rng = np.random.default_rng(3)
+    ins = [rng.uniform(-1, 1, [int(x) for x in b.shape]).astype("float32")
+           for b in func.params[:-1]]
+    want = np.full([int(x) for x in func.params[-1].shape], np.nan, "float32")
+    got = want.copy()
+    lt.build(func, "cpu")(*ins, want)
+    ref = Module(artifact, symbol, args_info(func), "")
+    ref.set_num_threads(2)
+    ref(*ins, got)
+    np.testing.assert_array_equal(got, want)
+
+
 @needs_compiler
 @pytest.mark.parametrize("name,shape", [
     ("matmul", dict(M=1024, N=1024, K=512)),

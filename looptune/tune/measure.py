@@ -19,16 +19,40 @@ from .runner.base import EvaluatorConfig, RunnerInput, RunnerResult
 
 def build_reference(builder, func, target, name: str) -> tuple:
     """(artifact, symbol) of the unscheduled `func`, to check candidates against. For a GPU
-    target it is built for this host's CPU (the unscheduled function binds no threads); the
-    CUDA runner's worker runs it to get the expected outputs."""
+    target it is built for this host's CPU, its outermost loops run on every core (the CUDA
+    runner's worker runs it to get the expected outputs, within the candidate's time limit:
+    a 4096^3 matmul takes some 15 s on one core)."""
     if target.kind == "cuda":
         from ..target import Target
         from .builder.local import LocalBuilder
         builder, target = LocalBuilder(max_workers=1), Target.create("cpu")
+        func = _outer_loops_parallel(func)
     ref = builder.build([BuilderInput(func, target, {"trace": "unscheduled"})])[0]
     if not ref.ok:
         raise BuildError(f"the unscheduled {name} does not build: {ref.error_msg}")
     return ref.artifact, ref.symbol
+
+
+def _outer_loops_parallel(func):
+    """`func` with the outermost loop of more than one iteration of each block parallel
+    where it may be (a spatial loop): the same arithmetic in the same order per output."""
+    from ..schedule import Schedule
+    from ..schedule.error import ScheduleError
+    sch = Schedule(func)
+    for name in sch.block_names():
+        loops = sch.get_loops(sch.get_block(name))
+        outer = next((lp for lp in loops if _extent(sch.get(lp)) != 1), None)
+        if outer is not None:
+            try:
+                sch.parallel(outer)
+            except ScheduleError:
+                pass  # a reduction loop: this block stays serial
+    return sch.func
+
+
+def _extent(loop) -> int | None:
+    e = getattr(loop.extent, "value", loop.extent)
+    return e if isinstance(e, int) else None
 
 
 @dataclass(eq=False)
