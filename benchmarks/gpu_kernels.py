@@ -150,6 +150,17 @@ def measure_row(torch, mod, inputs, out_shape, want, key, variant, flops, torch_
             "check": verdict}
 
 
+def failures(db) -> None:
+    """Print how many trials failed, per error class, with the first message of each."""
+    first, count = {}, {}
+    for r in db.get_all_tuning_records():
+        if r.error_class:
+            count[r.error_class] = count.get(r.error_class, 0) + 1
+            first.setdefault(r.error_class, (r.error_msg or "")[:1500])
+    for cls, n in count.items():
+        print(f"  {n} trials failed with {cls}, the first: {first[cls]}", flush=True)
+
+
 def bench(torch, key: str, args, target, out_dir: Path) -> list:
     import looptune as lt
     from looptune.tune import EvaluatorConfig, compile_tir, tune_tir
@@ -198,6 +209,7 @@ def bench(torch, key: str, args, target, out_dir: Path) -> list:
                           max_time_s=args.max_time_s,
                           evaluator=EvaluatorConfig(number=1, repeat=5, min_repeat_ms=20))
             spent += time.time() - t0
+            failures(db)
             mod = compile_tir(db, func, target)
         except (BuildError, TuneError) as e:
             rows.append({"workload": key, "variant": f"tuned {trials}", "trials": trials,

@@ -67,10 +67,10 @@ def test_the_reference_of_a_gpu_task_uses_every_core_and_computes_the_same(name,
     import looptune as lt
     from looptune.build import args_info, generate_source
     from looptune.runtime.module import Module
-    from looptune.tune.measure import _outer_loops_parallel
+    from looptune.tune.measure import outer_loops_parallel
     func, _, _ = gs.func_of(name, **shape)
     artifact, symbol = build_reference(Builder.create("cuda"), func, CUDA, name)
-    parallel = _outer_loops_parallel(func)
+    parallel = outer_loops_parallel(func)
     assert "omp parallel" in generate_source(parallel, "cpu")[1]
     rng = np.random.default_rng(3)
     ins = [rng.uniform(-1, 1, [int(x) for x in b.shape]).astype("float32")

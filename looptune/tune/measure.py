@@ -26,14 +26,14 @@ def build_reference(builder, func, target, name: str) -> tuple:
         from ..target import Target
         from .builder.local import LocalBuilder
         builder, target = LocalBuilder(max_workers=1), Target.create("cpu")
-        func = _outer_loops_parallel(func)
+        func = outer_loops_parallel(func)
     ref = builder.build([BuilderInput(func, target, {"trace": "unscheduled"})])[0]
     if not ref.ok:
         raise BuildError(f"the unscheduled {name} does not build: {ref.error_msg}")
     return ref.artifact, ref.symbol
 
 
-def _outer_loops_parallel(func):
+def outer_loops_parallel(func):
     """`func` with the outermost loop of more than one iteration of each block parallel
     where it may be (a spatial loop): the same arithmetic in the same order per output."""
     from ..schedule import Schedule

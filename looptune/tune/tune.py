@@ -218,8 +218,11 @@ def verify(mod, func: PrimFunc, *, seed: int = 0, rtol: float = 1e-3, atol: floa
     """Does `mod` compute what the unscheduled `func` computes, on random inputs, by the
     runner's rule (runtime.ndarray.compare: NaN where the reference is NaN, the same infinity
     where it is infinite, else within tolerance)? `packed`: the arguments `mod` takes in a
-    packed layout (its function's "packed_params")."""
-    ref = Backend.for_target("cpu").build(func)
+    packed layout (its function's "packed_params"). The reference runs its outermost loops
+    on every core (the same arithmetic per output): a 4096^3 matmul, a GPU size, would take
+    minutes on one."""
+    from .measure import outer_loops_parallel
+    ref = Backend.for_target("cpu").build(outer_loops_parallel(func), name=func.name)
     want = random_args(ref.args, seed)
     got = pack_args([a.copy() for a in want], packed)
     ref(*want)
