@@ -445,7 +445,7 @@ def test_cuda_worker_measures_and_checks(fake_driver, tmp_path):
     cfg = EvaluatorConfig(number=2, repeat=3, min_repeat_ms=0)
     res = worker.measure(RunnerInput(path, "two", info, cfg, reference=(path, "two")), 1e-3, 1e-3)
     assert res == {"run_secs": (2e-3,) * 3}
-    assert worker.conn.sent[0][0] == "first"
+    assert [m[0] for m in worker.conn.sent] == ["reference", "reference_done", "first"]
     # a kernel that computes something else: a wrong result
     fake_driver.kernels["two_kernel1"] = (3, lambda p: floats(p[2], 64).__setitem__(
         slice(None), floats(p[0], 64)))

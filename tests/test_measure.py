@@ -286,7 +286,8 @@ def test_early_abort_decides_on_a_warm_call(mm, monkeypatch):
     worker = Worker(type("Conn", (), {"send": lambda self, m: sent.append(m)})())
     cold["secs"] = cold["pending"] = 0.004
     out = worker.measure(runner_input(tuned, ref, abort_above_secs=0.003), 1e-3, 1e-3)
-    assert sent[0][0] == "first" and sent[0][1] >= 0.004
+    assert [m[0] for m in sent] == ["reference", "reference_done", "first"]
+    assert sent[-1][1] >= 0.004
     assert "error_class" not in out and not out.get("aborted_early"), out
     assert len(out["run_secs"]) == FAST.repeat and max(out["run_secs"]) < 0.003
     cold["secs"] = cold["pending"] = 2 * 0.003 + COLD_SLACK_S + 0.01
@@ -408,6 +409,42 @@ def test_num_threads_is_respected(runner, mm, threads):
         (r,) = runner.run([replace(counter, config=cfg, reference=(one.artifact, "nthreads"))])
         assert r.error_class == "wrong_result"
         assert "1 of 1 elements of out differ" in r.error_msg, r.error_msg
+
+
+def value_kernel(value: int, tag: str, *, sleep_ms: int = 0) -> RunnerInput:
+    """Writes `value` to out[0], after sleeping `sleep_ms`."""
+    src = textwrap.dedent(f"""\
+        #include <stdint.h>
+        #include <time.h>
+        // {tag}
+        void lt_set_num_threads(int n) {{ (void)n; }}
+        int32_t value_packed(void** args) {{
+          struct timespec t = {{ {sleep_ms} / 1000, ({sleep_ms} % 1000) * 1000000L }};
+          if ({sleep_ms}) nanosleep(&t, 0);
+          ((int32_t*)args[0])[0] = {value};
+          return 0;
+        }}
+        """)
+    path = compile_shared(src, name=f"value_{tag}")
+    return RunnerInput(artifact=str(path), symbol="value", config=FAST,
+                       args_info=(ArgInfo("out", (1,), "int32", True),))
+
+
+def test_a_reference_slower_than_the_candidate_limit_has_a_limit_of_its_own():
+    """The unscheduled reference of a GPU-sized task can take longer than a candidate may
+    (a 4096^3 fp16 matmul: some 10 s on 16 cores): it is timed against reference_timeout_s,
+    once per worker, and the candidate still against timeout_s."""
+    slow_ref = value_kernel(7, "slow_ref", sleep_ms=1500)
+    fast, hangs = value_kernel(7, "fast"), value_kernel(7, "hangs", sleep_ms=3000)
+    with LocalRunner(timeout_s=1.0) as r:
+        first, again = r.run([replace(fast, reference=(slow_ref.artifact, "value"))] * 2)
+        assert first.ok and again.ok, (first.error_msg, again.error_msg)
+        (hung,) = r.run([replace(hangs, reference=(slow_ref.artifact, "value"))])
+        assert hung.error_class == "run_timeout" and "kernel hangs" in hung.error_msg
+    with LocalRunner(timeout_s=1.0, reference_timeout_s=0.5) as r:
+        (res,) = r.run([replace(fast, reference=(slow_ref.artifact, "value"))])
+        assert res.error_class == "run_timeout"
+        assert "reference (the unscheduled program) did not finish within 0.5 s" in res.error_msg
 
 
 def test_close_leaves_no_child_process(mm):

@@ -55,8 +55,9 @@ class CudaRunner(LocalRunner):
     (not thread-safe). Timeouts and the check's tolerances are LocalRunner's."""
 
     def __init__(self, *, timeout_s: float = 10.0, check_rtol: float = 1e-3,
-                 check_atol: float = 1e-3, device: int = 0):
-        super().__init__(timeout_s=timeout_s, check_rtol=check_rtol, check_atol=check_atol)
+                 check_atol: float = 1e-3, device: int = 0, reference_timeout_s: float = 300.0):
+        super().__init__(timeout_s=timeout_s, check_rtol=check_rtol, check_atol=check_atol,
+                         reference_timeout_s=reference_timeout_s)
         self.device = device
 
     def _run_one(self, inp: RunnerInput) -> RunnerResult:

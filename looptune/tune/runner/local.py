@@ -84,12 +84,14 @@ class LocalRunner(Runner):
 
     A candidate gets `timeout_s` seconds for loading, the reference check and its first call;
     timing then gets `timeout_s` plus three times what the config's repeats should take at the
-    speed of that first call. Results are checked with rtol `check_rtol` and atol
-    `check_atol * max(1, max|reference|)`."""
+    speed of that first call. Running the reference (the unscheduled program: once per
+    worker, and slow at GPU sizes) has `reference_timeout_s` of its own. Results are checked
+    with rtol `check_rtol` and atol `check_atol * max(1, max|reference|)`."""
 
     def __init__(self, *, timeout_s: float = 10.0, check_rtol: float = 1e-3,
-                 check_atol: float = 1e-3):
+                 check_atol: float = 1e-3, reference_timeout_s: float = 300.0):
         self.timeout_s = timeout_s
+        self.reference_timeout_s = reference_timeout_s
         self.check_rtol = check_rtol
         self.check_atol = check_atol
         self._worker: _WorkerProcess | None = None
@@ -118,8 +120,16 @@ class LocalRunner(Runner):
         try:
             w = self._live_worker()
             w.send((inp, self.check_rtol, self.check_atol))
-            kind, payload = w.recv(self.timeout_s, f"no result within {self.timeout_s:g} s: the "
-                                   "kernel hangs or is far too slow (worker killed)")
+            hangs = (f"no result within {self.timeout_s:g} s: the kernel hangs or is far too "
+                     "slow (worker killed)")
+            kind, payload = w.recv(self.timeout_s, hangs)
+            if kind == "reference":
+                kind, payload = w.recv(
+                    self.reference_timeout_s, f"the reference (the unscheduled program) did not "
+                    f"finish within {self.reference_timeout_s:g} s (worker killed); raise the "
+                    "runner's reference_timeout_s")
+                if kind == "reference_done":  # else the reference failed: that is the result
+                    kind, payload = w.recv(self.timeout_s, hangs)
             if kind == "first":
                 budget = self.timing_budget(inp.config, payload)
                 kind, payload = w.recv(budget, f"timing did not finish within {budget:.3g} s "

@@ -5,6 +5,9 @@ hangs takes down only this process.
 Protocol over one socket (multiprocessing.connection messages):
   worker -> parent  ("ready", None)              once, after start-up
   parent -> worker  (RunnerInput, rtol, atol)    one candidate;  None: exit
+  worker -> parent  ("reference", None)          computing a reference's outputs (once per
+                                                 reference and inputs): it has a limit of its own
+  worker -> parent  ("reference_done", seconds)  ... and finished it
   worker -> parent  ("first", seconds)           after the first (checked) call
   worker -> parent  ("done", {RunnerResult fields})
 """
@@ -51,10 +54,13 @@ class Worker:
         key = (inp.reference, inp.seed, tuple(inp.args_info))
         if key not in self.ref_outputs:
             arrays = make_args(inp.args_info, inp.seed)
+            self.conn.send(("reference", None))
+            t0 = time.perf_counter()
             try:
                 run(arrays)
             except RunError as e:
                 raise RunError(f"the reference {name} failed: {e}") from None
+            self.conn.send(("reference_done", time.perf_counter() - t0))
             self.ref_outputs[key] = [x for x, a in zip(arrays, inp.args_info) if a.written]
             while len(self.ref_outputs) > 4:
                 self.ref_outputs.popitem(last=False)
