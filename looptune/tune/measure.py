@@ -34,20 +34,41 @@ def build_reference(builder, func, target, name: str) -> tuple:
 
 
 def outer_loops_parallel(func):
-    """`func` with the outermost loop of more than one iteration of each block parallel
-    where it may be (a spatial loop): the same arithmetic in the same order per output."""
+    """`func` computing the same sums in the same order per output element, faster: in each
+    block whose innermost loop is a reduction and that has two spatial loops or more, the
+    innermost spatial loop moves inside the reductions (a contiguous, vectorizable inner
+    loop), and the outermost loop of more than one iteration runs on every core where it may
+    (a spatial loop). Only the C compiler's FMA contraction may round differently."""
     from ..schedule import Schedule
     from ..schedule.error import ScheduleError
     sch = Schedule(func)
     for name in sch.block_names():
-        loops = sch.get_loops(sch.get_block(name))
-        outer = next((lp for lp in loops if _extent(sch.get(lp)) != 1), None)
+        block = sch.get_block(name)
+        loops = sch.get_loops(block)
+        kinds = _loop_kinds(sch, block, loops)
+        spatial = [lp for lp, k in zip(loops, kinds) if k == "S"]
+        reduction = [lp for lp, k in zip(loops, kinds) if k == "R"]
+        if kinds and kinds[-1] == "R" and len(spatial) >= 2:
+            try:
+                sch.reorder(*spatial[:-1], *reduction, spatial[-1])
+            except ScheduleError:
+                pass  # as it was
+        outer = next((lp for lp in sch.get_loops(block) if _extent(sch.get(lp)) != 1), None)
         if outer is not None:
             try:
                 sch.parallel(outer)
             except ScheduleError:
                 pass  # a reduction loop: this block stays serial
     return sch.func
+
+
+def _loop_kinds(sch, block, loops) -> list:
+    """"R" for each loop a reduction iteration variable of `block` depends on, else "S"."""
+    from ..tir.functor import uses_var
+    br = sch.realize(block)
+    reduce_values = [v for iv, v in zip(br.block.iter_vars, br.iter_values) if iv.kind == "R"]
+    return ["R" if any(uses_var(v, {sch.get(lp).loop_var}) for v in reduce_values) else "S"
+            for lp in loops]
 
 
 def _extent(loop) -> int | None:
