@@ -13,7 +13,8 @@ Each workload is tuned (EvolutionarySearch + XGBModel, target "cuda", the CUDA r
 each budget of --trials (checkpoints of one run: the work dir resumes; --max-time-s caps each
 checkpoint's wall clock), then compiled with its best record and timed on device arrays with
 CUDA events (median); the zero-search default schedule (looptune.dlight.default_schedule) is a
-row of its own. Outputs are checked against torch's. Needs an NVIDIA GPU, cuda-python
+row of its own, and the tuner times it first as a baseline record, so a tuned kernel is never
+slower than it (as tune_model does). Outputs are checked against torch's. Needs an NVIDIA GPU, cuda-python
 (pip install 'looptune[cuda]') and torch with CUDA.
 
     python benchmarks/gpu_kernels.py [--workloads ...] [--trials 64 512] [--max-time-s S]
@@ -161,15 +162,16 @@ def failures(db) -> None:
         print(f"  {n} trials failed with {cls}, the first: {first[cls]}", flush=True)
 
 
-def bench(torch, key: str, args, target, out_dir: Path) -> list:
+def bench(torch, key: str, args, target, out_dir: Path, emit) -> None:
+    """Measure workload `key`: `emit(row)` for the default schedule, then per trial budget.
+    A failure is a row with a note, and the next row is still tried."""
     import looptune as lt
+    from looptune.dlight import default_schedule
+    from looptune.tir import dtype as dt
     from looptune.tune import EvaluatorConfig, compile_tir, tune_tir
-    from looptune.tune.error import TuneError
-    from looptune.runtime.error import BuildError
     build_func, ref, dtype = WORKLOADS[key]
     func, flops = build_func()
     rng = np.random.default_rng(0)
-    from looptune.tir import dtype as dt
     inputs = [rng.uniform(-1, 1, [int(n) for n in b.shape]).astype(dt.numpy_dtype(dtype))
               for b in func.params[:-1]]
     out_shape = tuple(int(n) for n in func.params[-1].shape)
@@ -177,55 +179,49 @@ def bench(torch, key: str, args, target, out_dir: Path) -> list:
     want = ref(torch, *t_in).float().cpu().numpy()
     torch_s = torch_seconds(torch, lambda: ref(torch, *t_in))
     print(f"{key}: torch {torch_s * 1e3:.4f} ms", flush=True)
-    rows = []
 
+    t0 = time.time()
     try:  # the zero-search default
-        from looptune.dlight import default_schedule
-    except ImportError:
-        default_schedule = None
-    if default_schedule is None:
-        rows.append({"workload": key, "variant": "default", "note": "looptune.dlight missing"})
-    else:
-        t0 = time.time()
-        try:
-            mod = lt.build(default_schedule(func, target), target)
-            row = measure_row(torch, mod, inputs, out_shape, want, key, "default", flops,
-                              torch_s)
-            rows.append({**row, "trials": 0, "tuning_wall_s": time.time() - t0})
-        except (BuildError, TuneError) as e:
-            rows.append({"workload": key, "variant": "default", "note": f"failed: {e}"[:200]})
+        mod = lt.build(default_schedule(func, target), target)
+        row = measure_row(torch, mod, inputs, out_shape, want, key, "default", flops, torch_s)
+        emit({**row, "trials": 0, "tuning_wall_s": time.time() - t0})
+    except Exception as e:  # noqa: BLE001 - the row says what failed
+        emit({"workload": key, "variant": "default", "note": _failed(e)})
 
-    from looptune.tune.builder.base import Builder
-    builder = "cuda" if "cuda" in Builder.registry else "local"
     work = out_dir / f"looptune_{key}"
     shutil.rmtree(work, ignore_errors=True)
     spent = 0.0
     for trials in sorted(args.trials):
         t0 = time.time()
         try:
+            # the default schedule is timed first as a baseline record (no budget): the tuned
+            # kernel is never slower than the untuned one, as with tune_model
             db = tune_tir(func, target, work, max_trials_global=trials,
                           num_trials_per_iter=args.per_iter, seed=args.seed,
-                          cost_model=args.cost_model, builder=builder, runner="cuda",
-                          max_time_s=args.max_time_s,
+                          cost_model=args.cost_model, builder="cuda", runner="cuda",
+                          max_time_s=args.max_time_s, default_schedule=default_schedule,
                           evaluator=EvaluatorConfig(number=1, repeat=5, min_repeat_ms=20))
             spent += time.time() - t0
             failures(db)
             mod = compile_tir(db, func, target)
-        except (BuildError, TuneError) as e:
-            rows.append({"workload": key, "variant": f"tuned {trials}", "trials": trials,
-                         "note": f"failed: {e}"[:200]})
-            print(f"  {key} @ {trials}: {e}", flush=True)
+        except Exception as e:  # noqa: BLE001 - the row says what failed
+            emit({"workload": key, "variant": f"tuned {trials}", "trials": trials,
+                  "note": _failed(e)})
+            print(f"  {key} @ {trials}: {_failed(e)}", flush=True)
             break
         row = measure_row(torch, mod, inputs, out_shape, want, key, f"tuned {trials}", flops,
                           torch_s)
-        done = len(db.get_all_tuning_records())
+        done = sum(not r.baseline for r in db.get_all_tuning_records())
         row.update(trials=done, tuning_wall_s=spent, s_per_trial=spent / max(done, 1),
                    record_ms=mod.record.median_secs * 1e3 if getattr(mod, "record", None)
-                   else None)
-        rows.append(row)
+                   else None, choice=getattr(mod, "choice", None))
+        emit(row)
         print(f"  {key} @ {trials}: {row['looptune_ms']:.4f} ms, torch {torch_s * 1e3:.4f} ms "
-              f"-> {row['vs_torch']:.2f}x; {spent:.0f} s tuning", flush=True)
-    return rows
+              f"-> {row['vs_torch']:.2f}x; {spent:.0f} s tuning; {row['choice']}", flush=True)
+
+
+def _failed(e: Exception) -> str:
+    return f"failed: {type(e).__name__}: {e}"[:600]
 
 
 def main():
@@ -249,8 +245,21 @@ def main():
     print(f"GPU: {target.model} ({target.arch}, {target.cores} SMs); torch "
           f"{torch.__version__}, TF32 off", flush=True)
     rows = []
+
+    def emit(row):  # the JSON is rewritten with every row: a run cut short keeps its rows
+        rows.append(row)
+        if "looptune_ms" in row:
+            print(f"  {row['workload']} {row['variant']}: {row['looptune_ms']:.4f} ms "
+                  f"({row['vs_torch']:.2f}x torch), {row['check']}", flush=True)
+        save()
+
+    def save():
+        _common.write_json(args.json, {"benchmark": "gpu_kernels", "gpu": target.model,
+                                       "arch": target.arch, "torch": torch.__version__,
+                                       "seed": args.seed, "rows": rows})
+
     for key in args.workloads:
-        rows += bench(torch, key, args, target, out_dir)
+        bench(torch, key, args, target, out_dir, emit)
     cols = [("workload", "workload"), ("variant", "variant"), ("trials", "trials"),
             ("looptune_ms", "looptune ms", "{:.4f}"), ("record_ms", "record ms", "{:.4f}"),
             ("torch_ms", "torch ms", "{:.4f}"), ("vs_torch", "vs torch", "{:.2f}x"),
@@ -258,9 +267,7 @@ def main():
             ("check", "check"), ("note", "note")]
     _common.print_table(f"CUDA kernels on {target.model} (ratios > 1: looptune is faster)",
                         rows, cols)
-    _common.write_json(args.json, {"benchmark": "gpu_kernels", "gpu": target.model,
-                                   "arch": target.arch, "torch": torch.__version__,
-                                   "seed": args.seed, "rows": rows})
+    save()
 
 
 if __name__ == "__main__":
