@@ -265,6 +265,29 @@ def test_a_clearly_slower_candidate_gets_one_repeat(runner, mm):
     assert m.settings(r, "h")["screened"] is True and "screened" not in m.settings(kept, "h")
 
 
+def test_inputs_are_made_once_per_seed_and_a_kernel_that_writes_them_spoils_only_its_copy(
+        mm, monkeypatch):
+    """Random inputs at GPU sizes took longer to make than a trial: the worker makes them once
+    per (arguments, seed) and gives every candidate (and the reference) a fresh copy."""
+    import looptune.tune.runner.worker as worker_mod
+    ref, tuned = mm
+    made = []
+    real = worker_mod.make_args
+    monkeypatch.setattr(worker_mod, "make_args", lambda info, seed: made.append(seed) or
+                        real(info, seed))
+    worker = worker_mod.Worker(type("Conn", (), {"send": lambda self, m: None})())
+    vandal = patched(tuned, "writes_A", at_start="A[0] = 1e30f; A[5] = -1e30f;")
+    vandal = replace(vandal, reference=(str(ref.lib_path), ref.symbol))
+    good = runner_input(tuned, ref)
+    for inp in (good, vandal, good, replace(good, seed=7), good):
+        out = worker.measure(inp, 1e-3, 1e-3)
+        if inp is vandal:
+            assert out["error_class"] == "wrong_result", out
+        else:
+            assert "error_class" not in out, out
+    assert made == [good.seed, 7]  # the first seed once, then seed 7 once
+
+
 def test_early_abort_decides_on_a_warm_call(mm, monkeypatch):
     """The abort limit is a median of warm calls: a first call slowed by start-up costs must
     not abort a fast kernel (a second, warm call decides); a first call far beyond the limit

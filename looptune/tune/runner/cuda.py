@@ -28,7 +28,7 @@ import numpy as np
 
 from ...runtime.child import start_child, stop_child
 from ...error import RunError
-from ...runtime.ndarray import compare, pack_args, random_args as make_args
+from ...runtime.ndarray import compare, pack_args
 from .base import Runner, RunnerInput, RunnerResult
 from .local import LocalRunner, _WorkerLost, _WorkerProcess
 from .worker import COLD_SLACK_S, Worker, _exit_with_parent
@@ -99,7 +99,7 @@ class CudaWorker(Worker):
             raise RunError(self.init_error)
         from ...runtime.cuda import CudaModule, DeviceArray, synchronize
         mod = CudaModule.load(inp.artifact, device=self.device)
-        host = pack_args(make_args(inp.args_info, inp.seed), inp.packed)
+        host = pack_args(self.fresh_args(inp), inp.packed)
         ref = self.reference_outputs(inp) if inp.reference is not None else None
         dev = [DeviceArray.from_numpy(a, device=self.device) for a in host]
         t0 = time.perf_counter()
