@@ -347,6 +347,33 @@ def test_a_compile_dies_with_its_parent(slow_cc, tmp_path, mark, how, what):
         open(f"/proc/{p}/cmdline").read().replace("\0", " ") for p in marked(mark))
 
 
+def test_ctrl_c_also_kills_a_compiler_that_starts_just_after_the_first_kill(mark):
+    """The race behind a Ctrl-C that hung compile_library: another thread was still starting
+    its compiler when the main thread killed the running ones, and the pool's exit waited for
+    that compiler to finish. kill_transient_until_done kills it as soon as it is registered."""
+    from concurrent.futures import ThreadPoolExecutor
+    from looptune.runtime import process
+    started = threading.Event()
+
+    def late_compile():
+        started.wait()
+        time.sleep(0.3)  # still starting when the first kill runs
+        return process.run(["sleep", mark]).returncode
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(late_compile)
+        started.set()
+        try:
+            process.kill_transient_until_done([future], timeout=20)
+            assert future.done()
+            assert future.result() == -9  # SIGKILLed, not run to the end
+        finally:  # a failing run must not leave the pool waiting for `sleep`
+            time.sleep(0.5)
+            for pid in marked(mark):
+                os.kill(pid, signal.SIGKILL)
+    assert not marked(mark)
+
+
 @pytest.mark.parametrize("thread", ["main", "other"])
 def test_a_worker_child_dies_with_its_parent(mark, thread):
     """A child of start_child (a measurement worker's way to start) started from the main

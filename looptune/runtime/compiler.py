@@ -307,10 +307,13 @@ def compile_library(units: list, *, name: str = "library", timeout: float | None
             return str(obj)
 
         with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+            futures = [pool.submit(compile_one, unit) for unit in units]
             try:
-                compiled = list(pool.map(compile_one, units))
+                compiled = [f.result() for f in futures]
             except KeyboardInterrupt:  # the other units' compilers die too
-                process.kill_transient()
+                for f in futures:
+                    f.cancel()
+                process.kill_transient_until_done(futures)
                 raise
         every = [*compiled, *(str(o) for o in objects)]
         _link_atomically(so_path, lambda tmp: _run_cc(

@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -158,6 +159,21 @@ def kill_transient() -> None:
             os.killpg(pid, signal.SIGKILL)
         except OSError:
             pass
+
+
+def kill_transient_until_done(futures, *, timeout: float = 10.0) -> None:
+    """On Ctrl-C in a caller whose other threads compile: `kill_transient` again and again
+    until every one of `futures` has finished (or `timeout` passes). One kill is not enough:
+    a thread that was starting its compiler while it ran registers the child just after, and
+    would run it to the end while the pool's exit waits for it."""
+    from concurrent.futures import wait
+    deadline = time.monotonic() + timeout
+    while True:
+        kill_transient()
+        pending = [f for f in futures if not f.done()]
+        if not pending or time.monotonic() > deadline:
+            return
+        wait(pending, timeout=0.02)
 
 
 def run(cmd: list, *, timeout: float | None = None, cwd=None) -> subprocess.CompletedProcess:

@@ -61,7 +61,7 @@ class LocalBuilder(Builder):
         except BaseException as e:  # drop the queued compiles; on Ctrl-C, kill the running ones
             pool.shutdown(wait=False, cancel_futures=True)
             if isinstance(e, KeyboardInterrupt):
-                process.kill_transient()
+                process.kill_transient_until_done(list(futures.values()))
             raise
         pool.shutdown()
         results = []
