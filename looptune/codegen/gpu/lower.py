@@ -34,13 +34,15 @@ def is_gpu_func(func: PrimFunc) -> bool:
     return any(lp.kind == "thread_binding" for lp in find_stmts(func.body, For))
 
 
-def lower_gpu(func: PrimFunc, target="cuda", *, vectorize: bool = True) -> GpuProgram:
+def lower_gpu(func: PrimFunc, target="cuda", *, vectorize: bool = True,
+              loops: PrimFunc | None = None) -> GpuProgram:
     """`vectorize=False` leaves vectorized loops as loops (for the interpreter). A function
-    lowered already (loops only, flat buffers) is only split into kernels."""
+    lowered already (loops only, flat buffers) is only split into kernels. `loops`: the
+    function's stage 1 (lower_gpu_loops at the target's vector width), where known."""
     target = Target.create(target)
     if not find_stmts(func.body, BlockRealize):
         return split_kernels(func)
-    f = lower_gpu_loops(func, target.vector_bits)
+    f = loops if loops is not None else lower_gpu_loops(func, target.vector_bits)
     body = unroll_explicit(partition_loops(f.body), only=folds_per_copy)
     f = flatten(check_indices(f.with_body(body)))  # CUDA reads element 0 for a bad index
     if vectorize:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from math import prod
 
+from ...backend import Backend
 from ...codegen.gpu import lower_gpu
 from ...error import BuildError
 from ...target import Target
@@ -29,9 +30,10 @@ _DIM_LIMITS = {"threadIdx.x": 1024, "threadIdx.y": 1024, "threadIdx.z": 64,
 
 
 def gpu_code_errors(func, target, *, max_vthreads: int = 8, max_vector_bytes: int = 16,
-                    register_reserve: int = 16) -> list:
+                    register_reserve: int = 16, stage1=None) -> list:
     """What keeps the scheduled `func` from running well on `target` (a cuda Target): a list
-    of messages, empty when it is fine."""
+    of messages, empty when it is fine. `stage1()`, if given, returns func's stage-1 lowering
+    (a Schedule's is memoized, and the cost model's features read the same one)."""
     extra = dict(target.extra)
     max_threads = int(extra.get("max_threads_per_block", 1024))
     max_shared = int(extra.get("max_shared_memory_per_block_optin",
@@ -51,7 +53,8 @@ def gpu_code_errors(func, target, *, max_vthreads: int = 8, max_vector_bytes: in
     if errors:
         return errors
     try:
-        program = lower_gpu(func, target, vectorize=False)
+        program = lower_gpu(func, target, vectorize=False,
+                            loops=stage1() if stage1 is not None else None)
     except BuildError as e:
         return [f"GPU lowering failed: {e}"]
     for k in program.kernels:
@@ -132,7 +135,8 @@ class VerifyGPUCode(Postproc):
         target = self.target if self.target is not None else Target.create("cuda")
         return gpu_code_errors(sch.func, target, max_vthreads=self.max_vthreads,
                                max_vector_bytes=self.max_vector_bytes,
-                               register_reserve=self.register_reserve)
+                               register_reserve=self.register_reserve,
+                               stage1=lambda: Backend.for_target(target).lower_loops(sch))
 
     def apply(self, sch) -> bool:
         return not self.check(sch)
