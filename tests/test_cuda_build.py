@@ -118,3 +118,26 @@ def test_sampled_candidates_of_the_cuda_design_space_compile(name, shape):
     results = Builder.create("cuda", max_workers=2).build(
         [BuilderInput(c.sch.func, target, {}) for c in cands])
     assert all(r.ok for r in results), [r.error_msg for r in results]
+
+
+@pytest.mark.cc
+def test_compile_tirs_check_runs_its_reference_on_every_cpu(monkeypatch):
+    """verify (compile_tir's check) gives its reference every CPU explicitly: under
+    OMP_NUM_THREADS=1 (as the benchmarks set it) the GPU-sized reference ran on one core and
+    the check took minutes."""
+    import os
+    import looptune as lt
+    from looptune.backend.cpu import CPUBackend
+    from looptune.tune.tune import verify
+    func, _, _ = gs.func_of("matmul", M=32, N=16, K=8)
+    seen = []
+    real = CPUBackend.build
+
+    def build(self, sch_or_func, **kw):
+        seen.append(kw.get("num_threads"))
+        return real(self, sch_or_func, **kw)
+
+    mod = lt.build(func, "cpu")
+    monkeypatch.setattr(CPUBackend, "build", build)
+    assert verify(mod, func)
+    assert seen == [len(os.sched_getaffinity(0))]

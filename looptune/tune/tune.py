@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import numbers
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -222,7 +223,9 @@ def verify(mod, func: PrimFunc, *, seed: int = 0, rtol: float = 1e-3, atol: floa
     on every core (the same arithmetic per output): a 4096^3 matmul, a GPU size, would take
     minutes on one."""
     from .measure import outer_loops_parallel
-    ref = Backend.for_target("cpu").build(outer_loops_parallel(func), name=func.name)
+    ref = Backend.for_target("cpu").build(outer_loops_parallel(func), name=func.name,
+                                          num_threads=len(os.sched_getaffinity(0)),
+                                          threads_from="the reference of compile_tir's check")
     want = random_args(ref.args, seed)
     got = pack_args([a.copy() for a in want], packed)
     ref(*want)
