@@ -99,6 +99,14 @@ class TableDatabase(Database):
     def _refresh(self) -> View:
         raise NotImplementedError
 
+    def _absorb(self, wrows, rrows, source: str) -> View:
+        """Add the rows `_refresh` read (load_table_rows) to `_view`, and move the cursors
+        `_last_workload` / `_last_record` past them."""
+        last_w, last_r = load_table_rows(self._view, self._db_keys, wrows, rrows, source)
+        self._last_workload = self._last_workload if last_w is None else last_w
+        self._last_record = self._last_record if last_r is None else last_r
+        return self._view
+
     def has_workload(self, func) -> bool:
         func = as_prim_func(func)
         with self._lock:

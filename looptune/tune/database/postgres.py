@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlsplit
 from ...tir.func import as_prim_func
 from ...version import __version__
 from ..error import DatabaseError, ServerUnreachableError
-from ._view import TableDatabase, View, load_table_rows
+from ._view import TableDatabase, View
 from .base import Database, TuningRecord, Workload, record_key
 from .url import hide_password
 
@@ -230,11 +230,7 @@ class PostgresDatabase(TableDatabase):
                     conn.execute("SELECT id, record FROM records WHERE id > %s ORDER BY id",
                                  (self._last_record,)).fetchall())
         wrows, rrows = self._read(read)
-        last_w, last_r = load_table_rows(self._view, self._db_keys, wrows, rrows,
-                                           str(self.server.shown))
-        self._last_workload = self._last_workload if last_w is None else last_w
-        self._last_record = self._last_record if last_r is None else last_r
-        return self._view
+        return self._absorb(wrows, rrows, str(self.server.shown))
 
     # ------------------------------------------------------------------ storage
     def commit_workload(self, func) -> Workload:

@@ -23,7 +23,7 @@ from ...version import __version__
 from ..error import DatabaseError
 from ...tir.func import as_prim_func
 from .base import Database, TuningRecord, Workload
-from ._view import TableDatabase, View, load_table_rows
+from ._view import TableDatabase, View
 
 SCHEMA_VERSION = 1
 DEFAULT_FILE = "database.sqlite"
@@ -118,10 +118,7 @@ class SQLiteDatabase(TableDatabase):
                                      (self._last_record,)).fetchall()
         except sqlite3.Error as e:
             raise _failed(self.path, e, self.timeout) from None
-        last_w, last_r = load_table_rows(self._view, self._db_keys, wrows, rrows, str(self.path))
-        self._last_workload = self._last_workload if last_w is None else last_w
-        self._last_record = self._last_record if last_r is None else last_r
-        return self._view
+        return self._absorb(wrows, rrows, str(self.path))
 
     # ------------------------------------------------------------------ storage
     def commit_workload(self, func) -> Workload:
