@@ -41,39 +41,26 @@ def outer_loops_parallel(func):
     (a spatial loop). Only the C compiler's FMA contraction may round differently."""
     from ..schedule import Schedule
     from ..schedule.error import ScheduleError
+    from .schedule_rule.analysis import loop_kinds
     sch = Schedule(func)
     for name in sch.block_names():
         block = sch.get_block(name)
         loops = sch.get_loops(block)
-        kinds = _loop_kinds(sch, block, loops)
+        kinds = loop_kinds(sch, block)
         spatial = [lp for lp, k in zip(loops, kinds) if k == "S"]
         reduction = [lp for lp, k in zip(loops, kinds) if k == "R"]
-        if kinds and kinds[-1] == "R" and len(spatial) >= 2:
+        if kinds and kinds[-1] == "R" and len(spatial) >= 2 and "O" not in kinds:
             try:
                 sch.reorder(*spatial[:-1], *reduction, spatial[-1])
             except ScheduleError:
                 pass  # as it was
-        outer = next((lp for lp in sch.get_loops(block) if _extent(sch.get(lp)) != 1), None)
+        outer = next((lp for lp in sch.get_loops(block) if sch.get(lp).extent != 1), None)
         if outer is not None:
             try:
                 sch.parallel(outer)
             except ScheduleError:
                 pass  # a reduction loop: this block stays serial
     return sch.func
-
-
-def _loop_kinds(sch, block, loops) -> list:
-    """"R" for each loop a reduction iteration variable of `block` depends on, else "S"."""
-    from ..tir.functor import uses_var
-    br = sch.realize(block)
-    reduce_values = [v for iv, v in zip(br.block.iter_vars, br.iter_values) if iv.kind == "R"]
-    return ["R" if any(uses_var(v, {sch.get(lp).loop_var}) for v in reduce_values) else "S"
-            for lp in loops]
-
-
-def _extent(loop) -> int | None:
-    e = getattr(loop.extent, "value", loop.extent)
-    return e if isinstance(e, int) else None
 
 
 @dataclass(eq=False)
