@@ -350,21 +350,22 @@ def test_a_compile_dies_with_its_parent(slow_cc, tmp_path, mark, how, what):
 def test_ctrl_c_also_kills_a_compiler_that_starts_just_after_the_first_kill(mark):
     """The race behind a Ctrl-C that hung compile_library: another thread was still starting
     its compiler when the main thread killed the running ones, and the pool's exit waited for
-    that compiler to finish. kill_transient_until_done kills it as soon as it is registered."""
+    that compiler to finish. Compiles.stop kills it as soon as it is registered."""
     from concurrent.futures import ThreadPoolExecutor
     from looptune.runtime import process
     started = threading.Event()
+    compiles = process.Compiles()
 
     def late_compile():
-        started.wait()
+        started.set()
         time.sleep(0.3)  # still starting when the first kill runs
         return process.run(["sleep", mark]).returncode
 
     with ThreadPoolExecutor(max_workers=1) as pool:
-        future = pool.submit(late_compile)
-        started.set()
+        future = pool.submit(compiles.guard(late_compile))
+        started.wait()
         try:
-            process.kill_transient_until_done([future], timeout=20)
+            compiles.stop(timeout=20)
             assert future.done()
             assert future.result() == -9  # SIGKILLed, not run to the end
         finally:  # a failing run must not leave the pool waiting for `sleep`
@@ -372,6 +373,52 @@ def test_ctrl_c_also_kills_a_compiler_that_starts_just_after_the_first_kill(mark
             for pid in marked(mark):
                 os.kill(pid, signal.SIGKILL)
     assert not marked(mark)
+
+
+def test_after_ctrl_c_a_compile_the_pool_picks_up_does_not_start(mark):
+    """A compile queued while Ctrl-C arrived, whose future the caller may never have seen
+    (Ctrl-C inside `submit`), must not begin once the caller has stopped."""
+    from concurrent.futures import ThreadPoolExecutor
+    from looptune.runtime import process
+    compiles = process.Compiles()
+    compiles.stop()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(compiles.guard(lambda: process.run(["sleep", mark]).returncode))
+        with pytest.raises(KeyboardInterrupt):
+            future.result(timeout=20)
+    assert not marked(mark)
+
+
+def test_ctrl_c_while_compile_library_submits_leaves_nothing_running(slow_cc, tmp_path, mark):
+    """Ctrl-C in compile_library after the first unit's compiler started and before the
+    other units were all submitted (it was outside the try that kills them, and the pool's
+    exit waited for that compiler: a hung Ctrl-C, seen in CI)."""
+    code = f"""
+import os, time
+os.environ['CC'] = {str(slow_cc)!r}
+os.environ['LOOPTUNE_CACHE_DIR'] = {str(tmp_path / 'cache')!r}
+from concurrent.futures import ThreadPoolExecutor
+submit, calls = ThreadPoolExecutor.submit, []
+def interrupted_submit(self, *a, **k):
+    calls.append(1)
+    if len(calls) == 2:  # the first unit's compiler is running by now
+        time.sleep(1.0)
+        raise KeyboardInterrupt
+    return submit(self, *a, **k)
+ThreadPoolExecutor.submit = interrupted_submit
+from looptune.runtime.compiler import compile_library
+compile_library([('a.c', 'int a(void) {{ return 1; }}', []), ('b.c', 'int b(void) {{ return 2; }}', [])])
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    parent = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    try:
+        _, err = parent.communicate(timeout=30)
+    finally:
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+    assert parent.returncode != 0 and "KeyboardInterrupt" in err, err[-2000:]
+    assert wait_until(lambda: not marked(mark), 5)
 
 
 @pytest.mark.parametrize("thread", ["main", "other"])

@@ -306,15 +306,17 @@ def compile_library(units: list, *, name: str = "library", timeout: float | None
                     timeout, cwd=str(out_dir))
             return str(obj)
 
-        with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-            futures = [pool.submit(compile_one, unit) for unit in units]
-            try:
-                compiled = [f.result() for f in futures]
-            except KeyboardInterrupt:  # the other units' compilers die too
-                for f in futures:
-                    f.cancel()
-                process.kill_transient_until_done(futures)
-                raise
+        compiles = process.Compiles()
+        pool = ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1)
+        try:
+            futures = [pool.submit(compiles.guard(compile_one), unit) for unit in units]
+            compiled = [f.result() for f in futures]
+        except KeyboardInterrupt:  # the other units' compilers die too, started or starting
+            pool.shutdown(wait=False, cancel_futures=True)
+            compiles.stop()
+            raise
+        finally:
+            pool.shutdown()
         every = [*compiled, *(str(o) for o in objects)]
         _link_atomically(so_path, lambda tmp: _run_cc(
             [cc, *_link_flags(flags), *every, "-o", tmp, "-lm"], f"linking {name} in {out_dir}",

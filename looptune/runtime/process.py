@@ -161,19 +161,46 @@ def kill_transient() -> None:
             pass
 
 
-def kill_transient_until_done(futures, *, timeout: float = 10.0) -> None:
-    """On Ctrl-C in a caller whose other threads compile: `kill_transient` again and again
-    until every one of `futures` has finished (or `timeout` passes). One kill is not enough:
-    a thread that was starting its compiler while it ran registers the child just after, and
-    would run it to the end while the pool's exit waits for it."""
-    from concurrent.futures import wait
-    deadline = time.monotonic() + timeout
-    while True:
-        kill_transient()
-        pending = [f for f in futures if not f.done()]
-        if not pending or time.monotonic() > deadline:
-            return
-        wait(pending, timeout=0.02)
+class Compiles:
+    """Work run on other threads (a thread pool's) that starts `popen` children, made safe to
+    stop on Ctrl-C, which reaches the main thread only. Wrap each piece of work with `guard`;
+    on Ctrl-C, `stop` lets nothing more begin and kills the children of what runs, again and
+    again, until none is running. One kill is not enough: a thread that was starting its
+    compiler while it ran registers the child just after, and would run it to the end while
+    the pool's exit waits for it; and a piece the pool had picked up, but whose future the
+    caller never saw (Ctrl-C inside `submit`), must not start at all."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._running = 0
+        self._stopped = False
+
+    def guard(self, fn):
+        """`fn`, run only if `stop` has not been called; counted while it runs."""
+        def guarded(*args, **kwargs):
+            with self._lock:
+                if self._stopped:
+                    raise KeyboardInterrupt("stopped before it began")
+                self._running += 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self._running -= 1
+        return guarded
+
+    def stop(self, *, timeout: float = 10.0) -> None:
+        with self._lock:
+            self._stopped = True
+        deadline = time.monotonic() + timeout
+        while True:
+            kill_transient()
+            with self._lock:
+                if not self._running:
+                    return
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.02)
 
 
 def run(cmd: list, *, timeout: float | None = None, cwd=None) -> subprocess.CompletedProcess:

@@ -49,19 +49,21 @@ class LocalBuilder(Builder):
         # while the compiler runs): text -> future of the outcome
         pool = ThreadPoolExecutor(max_workers=min(self.max_workers, len(inputs) or 1),
                                   thread_name_prefix="looptune-build")
+        compiles = process.Compiles()
+        compile_one = compiles.guard(self._compile)
         rendered, futures = [], {}
         try:
             for inp in inputs:
                 r = self._render_one(inp)
                 rendered.append(r)
                 if not isinstance(r, BuilderResult) and r[1].text not in futures:
-                    futures[r[1].text] = pool.submit(self._compile, inp, r[1])
+                    futures[r[1].text] = pool.submit(compile_one, inp, r[1])
             self._generated.clear()  # what an overriding render replaced
             compiled = {src: f.result() for src, f in futures.items()}
         except BaseException as e:  # drop the queued compiles; on Ctrl-C, kill the running ones
             pool.shutdown(wait=False, cancel_futures=True)
             if isinstance(e, KeyboardInterrupt):
-                process.kill_transient_until_done(list(futures.values()))
+                compiles.stop()
             raise
         pool.shutdown()
         results = []
