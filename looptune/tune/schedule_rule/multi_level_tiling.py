@@ -53,8 +53,12 @@ class MultiLevelTiling(ScheduleRule):
     def __init__(self, structure: str = "SSRSRS", max_innermost_factor: int | None = None,
                  write_levels=(1, 2), write_scope: str = "local", read_levels=(),
                  tile_sampler: str = "partitioned", *, tile_binds=(), read_scope: str = "global",
-                 write_reuse: str = "may", vector_load_lens=(), channel_vectors: bool = False):
-        """max_innermost_factor None: 4 x the target's float32 vector lanes. tile_sampler:
+                 write_reuse: str = "may", vector_load_lens=(), channel_vectors: bool = False,
+                 max_innermost_reduction: int | None = None):
+        """max_innermost_factor None: 4 x the target's float32 vector lanes.
+        max_innermost_reduction: the same limit for reduction loops (the reduction steps
+        between two loads and stores of the register tile; None: max_innermost_factor), which
+        need not be a vector's multiple. tile_sampler:
         "perfect" (sample_perfect_tile: factors divide the extent) or "partitioned"
         (sample_tile on spatial loops: the innermost may leave a guarded tail).
         tile_binds: thread axes for the first levels of the structure (spatial ones), each
@@ -80,6 +84,7 @@ class MultiLevelTiling(ScheduleRule):
         self.tile_sampler = tile_sampler
         self.structure = structure
         self.max_innermost_factor = max_innermost_factor
+        self.max_innermost_reduction = max_innermost_reduction
         self.write_levels = tuple(write_levels)
         self.write_scope = write_scope
         self.read_levels = tuple(read_levels)
@@ -92,6 +97,8 @@ class MultiLevelTiling(ScheduleRule):
     def initialize_with_tune_context(self, context) -> None:
         if self.max_innermost_factor is None:
             self.max_innermost_factor = 4 * context.target.vector_lanes_f32
+        if self.max_innermost_reduction is None:
+            self.max_innermost_reduction = self.max_innermost_factor
         self.target = context.target
 
     def apply(self, sch, block) -> list:
@@ -194,7 +201,8 @@ class MultiLevelTiling(ScheduleRule):
         last_piece = None
         for pos, (loop, kind) in enumerate(zip(loops, kinds)):
             n = n_s if kind == "S" else n_r
-            inner = self.max_innermost_factor or 64
+            inner = (self.max_innermost_reduction if kind == "R" and not self.tile_binds
+                     else self.max_innermost_factor) or 64
             if self.tile_binds and n > 1:  # GPU: every level within the launch's limits
                 tiles = sch.sample_perfect_tile(loop, n=n, max_innermost_factor=inner,
                                                 max_factors=self._gpu_caps(kind, n, n_axes))
