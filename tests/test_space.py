@@ -78,14 +78,14 @@ def test_reduction_tiles_may_be_longer_than_four_vectors():
     within four vectors of the target's float32 lanes (32 with AVX2, 64 with AVX-512)."""
     ctx, tensors, ref = context("matmul", M=64, N=64, K=1024)
     lanes = ctx.target.vector_lanes_f32
-    for sch in ctx.generate_design_space():
+    spaces = ctx.generate_design_space()
+    for sch in spaces:
         limits = {i.kind.name: i.attrs[1] for i in sch.trace.insts
                   if i.kind.name in ("SamplePerfectTile", "SampleTile")}
         assert limits == {"SampleTile": 4 * lanes, "SamplePerfectTile": 128}
     seen = set()
     for seed in range(64):
-        sch = ctx.generate_design_space()[0]
-        point = sample_from(sch, ctx.func, seed, ctx.postprocs)
+        point = sample_from(spaces[0], ctx.func, seed, ctx.postprocs)
         if point is not None:
             inst = [i for i in point.sch.trace.insts if i.kind.name == "SamplePerfectTile"][0]
             seen.add(point.sch.trace.get_decision(inst)[-1])
