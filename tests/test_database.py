@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -336,7 +337,8 @@ def _kill_runs(kind, path, runs, rng, report):
         time.sleep(rng.uniform(0.05, 0.5))
         p.send_signal(signal.SIGKILL)
         out, _ = p.communicate()
-        done = [int(x.split()[1]) for x in out.splitlines() if x.startswith("committed")]
+        # whole lines only: the kill can cut the last one short ("committed" alone)
+        done = [int(n) for n in re.findall(r"^committed (\d+)\n", out, re.M)]
         report.append(max(done, default=0))
 
 

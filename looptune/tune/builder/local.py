@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import Future
 
 from ...backend import Backend, Source
 from ...error import BuildError
@@ -45,42 +46,41 @@ class LocalBuilder(Builder):
         return source.symbol, source.text
 
     def build(self, inputs: list) -> list:
-        # each distinct source compiles as soon as it is rendered (the next one renders
-        # while the compiler runs): text -> future of the outcome
-        pool = ThreadPoolExecutor(max_workers=min(self.max_workers, len(inputs) or 1),
-                                  thread_name_prefix="looptune-build")
-        compiles = process.Compiles()
-        compile_one = compiles.guard(self._compile)
-        rendered, futures = [], {}
+        stream = self._stream(inputs)
+        try:
+            return list(stream)
+        except KeyboardInterrupt:
+            stream.close(kill=True)
+            raise
+        finally:
+            stream.close()
+
+    def build_stream(self, inputs: list, share=None) -> "BuildStream":
+        """The results of `inputs`, in order, each as soon as it is built: render every input
+        here (each compile starts as soon as its source is rendered) and return a BuildStream
+        of them. With a CpuShare (cpu_share.py), `max_workers` compiles run on its other
+        CPUs and up to one per measuring CPU whenever it lends them. A subclass that
+        overrides `build` is streamed through it, once all are built."""
+        if not self.streams:
+            return BuildStream.of(self.build(inputs))
+        return self._stream(inputs, share)
+
+    @property
+    def streams(self) -> bool:
+        """Whether build_stream hands each result over as soon as it is built."""
+        return type(self).build is LocalBuilder.build
+
+    def _stream(self, inputs: list, share=None) -> "BuildStream":
+        stream = BuildStream(self, share)
         try:
             for inp in inputs:
-                r = self._render_one(inp)
-                rendered.append(r)
-                if not isinstance(r, BuilderResult) and r[1].text not in futures:
-                    futures[r[1].text] = pool.submit(compile_one, inp, r[1])
+                stream.add(inp, self._render_one(inp))
             self._generated.clear()  # what an overriding render replaced
-            compiled = {src: f.result() for src, f in futures.items()}
-        except BaseException as e:  # drop the queued compiles; on Ctrl-C, kill the running ones
-            pool.shutdown(wait=False, cancel_futures=True)
-            if isinstance(e, KeyboardInterrupt):
-                compiles.stop()
+            stream.all_added()
+        except BaseException as e:
+            stream.close(kill=isinstance(e, KeyboardInterrupt))
             raise
-        pool.shutdown()
-        results = []
-        for r in rendered:
-            if isinstance(r, BuilderResult):
-                results.append(r)
-                continue
-            symbol, source, digest, render_secs = r
-            outcome = compiled[source.text]
-            secs = render_secs + outcome["secs"]
-            if "error_class" in outcome:
-                results.append(BuilderResult(source_hash=digest, error_class=outcome["error_class"],
-                                             error_msg=outcome["error_msg"], build_secs=secs))
-            else:
-                results.append(BuilderResult(artifact=outcome["path"], symbol=symbol,
-                                             source_hash=digest, build_secs=secs))
-        return results
+        return stream
 
     def _render_one(self, inp: BuilderInput):
         """(symbol, Source, sha256 of its text, seconds), or a failed BuilderResult."""
@@ -102,3 +102,141 @@ class LocalBuilder(Builder):
             return {"error_class": "build_timeout" if e.timed_out else "build_error",
                     "error_msg": str(e), "secs": time.perf_counter() - t0}
         return {"path": artifact.path, "secs": time.perf_counter() - t0}
+
+
+class BuildStream:
+    """A batch being built: `next(stream)` is the next input's BuilderResult, waiting for its
+    compile. Compiles run on threads of their own (each pinned to CPUs when a CpuShare
+    splits them: the compiler inherits its thread's CPUs). `close()` (always call it; with
+    kill=True on Ctrl-C, which kills the running compilers) lets no more compiles begin."""
+
+    def __init__(self, builder: LocalBuilder | None, share=None):
+        self.builder = builder
+        self.share = share
+        self.items: list = []    # BuilderResult, or (symbol, Source, digest, render secs, Future)
+        self.jobs: list = []     # (input, Source, Future) of each distinct source, in order
+        self._futures: dict = {}  # source text -> Future of its outcome
+        self._next_job = 0
+        self._lock = threading.Condition()
+        self._all_added = False
+        self._threads: list = []
+        self._pos = 0
+        self._compiles = process.Compiles()
+        self._closed = False
+
+    @classmethod
+    def of(cls, results: list) -> "BuildStream":
+        """A stream of results already built."""
+        stream = cls(None)
+        stream.items = list(results)
+        return stream
+
+    def add(self, inp: BuilderInput, rendered) -> None:
+        if isinstance(rendered, BuilderResult):
+            self.items.append(rendered)
+            return
+        symbol, source, digest, secs = rendered
+        fut = self._futures.get(source.text)
+        if fut is None:
+            fut = self._futures[source.text] = Future()
+            with self._lock:
+                self.jobs.append((inp, source, fut))
+                self._lock.notify()
+            if not self._threads:
+                self._start()
+        self.items.append((symbol, source, digest, secs, fut))
+
+    def _start(self) -> None:
+        """Start the compile threads: `max_workers` of them, first on the share's other
+        CPUs, then (what is left) lent ones, one per measuring CPU at most."""
+        share, n = self.share, self.builder.max_workers
+        if share is None:
+            plan = [(None, False)] * n
+        else:
+            plan = [(share.others, False)] * min(n, len(share.others))
+            plan += [(share.measuring, True)] * min(n - len(plan), len(share.measuring))
+        for cpus, lent in plan:
+            t = threading.Thread(target=self._work, args=(cpus, lent), daemon=True,
+                                 name="looptune-build")
+            self._threads.append(t)
+            t.start()
+
+    def all_added(self) -> None:
+        """Every input is in: a compile thread that finds no job left exits."""
+        with self._lock:
+            self._all_added = True
+            self._lock.notify_all()
+
+    def _wait_for_job(self) -> bool:
+        """Wait until a job is left to take (True), or none will be (False)."""
+        with self._lock:
+            while not self._closed and self._next_job >= len(self.jobs) and not self._all_added:
+                self._lock.wait()
+            return not self._closed and self._next_job < len(self.jobs)
+
+    def _take(self):
+        with self._lock:
+            if self._closed or self._next_job >= len(self.jobs):
+                return None
+            job = self.jobs[self._next_job]
+            self._next_job += 1
+            return job
+
+    def _work(self, cpus, lent: bool) -> None:
+        if cpus is not None:
+            os.sched_setaffinity(0, cpus)  # this thread: the compilers it starts inherit it
+        compile_one = self._compiles.guard(self.builder._compile)
+        while self._wait_for_job():
+            if lent and not self.share.lend():
+                return
+            try:
+                job = self._take()
+                if job is None:
+                    continue
+                inp, source, fut = job
+                try:
+                    fut.set_result(compile_one(inp, source))
+                except BaseException as e:  # stopped (Ctrl-C), or a bug: the reader raises it
+                    fut.set_exception(e)
+            finally:
+                if lent:
+                    self.share.give_back()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> BuilderResult:
+        if self._pos >= len(self.items):
+            raise StopIteration
+        item = self.items[self._pos]
+        self._pos += 1
+        if isinstance(item, BuilderResult):
+            return item
+        symbol, source, digest, render_secs, fut = item
+        if self.share is not None and not fut.done():
+            with self.share.idle():  # the measuring CPUs compile while we wait
+                outcome = fut.result()
+        else:
+            outcome = fut.result()
+        secs = render_secs + outcome["secs"]
+        if "error_class" in outcome:
+            return BuilderResult(source_hash=digest, error_class=outcome["error_class"],
+                                 error_msg=outcome["error_msg"], build_secs=secs)
+        return BuilderResult(artifact=outcome["path"], symbol=symbol, source_hash=digest,
+                             build_secs=secs)
+
+    def close(self, *, kill: bool = False) -> None:
+        """No more compiles begin; with `kill`, the running ones are killed (and the call
+        waits until none runs), else they finish first."""
+        with self._lock:
+            self._closed = True
+            self._lock.notify_all()
+        if self.share is not None:
+            self.share.close()
+        if kill:
+            self._compiles.stop()
+        for t in self._threads:
+            t.join()
+        for _, _, fut in self.jobs:  # never started: a reader gets an error, not a hang
+            if not fut.done():
+                fut.set_exception(BuildError("the build was stopped before this compile"))

@@ -2,6 +2,7 @@
 worker.py), replaced whenever a kernel crashes it or runs past its deadline."""
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -72,6 +73,13 @@ class _WorkerProcess:
         except subprocess.TimeoutExpired:
             return None
 
+    def pin(self, cpus) -> None:
+        """Run the worker (its main thread, which measures) on `cpus`."""
+        try:
+            os.sched_setaffinity(self.proc.pid, cpus)
+        except OSError:  # it has died: the next candidate finds out
+            pass
+
     def stop(self, *, kill: bool = False) -> None:
         if kill and self.alive():
             kill_child(self.proc)
@@ -95,9 +103,17 @@ class LocalRunner(Runner):
         self.check_rtol = check_rtol
         self.check_atol = check_atol
         self._worker: _WorkerProcess | None = None
+        self._cpus = None  # where the worker measures (pin); None: anywhere
 
     def run(self, inputs: list) -> list:
         return [self._run_one(inp) for inp in inputs]
+
+    def pin(self, cpus) -> None:
+        """Measure on `cpus` (a set of CPU numbers; None: on every CPU this process may use),
+        this worker and those started later (the task scheduler's CpuShare)."""
+        self._cpus = None if cpus is None else frozenset(cpus)
+        if self._worker is not None:
+            self._worker.pin(self._cpus or os.sched_getaffinity(0))
 
     def close(self) -> None:
         if self._worker is not None:
@@ -152,6 +168,8 @@ class LocalRunner(Runner):
             w = self._worker = self._start_worker()
             w.recv(START_TIMEOUT_S, f"the {self.worker_name} did not start within "
                    f"{START_TIMEOUT_S:g} s")
+            if self._cpus is not None:
+                w.pin(self._cpus)
         except _WorkerLost as e:
             self._discard()
             raise _WorkerLost("run_error", f"the {self.worker_name} failed to start: {e}") from None

@@ -8,11 +8,12 @@ import math
 import time
 import uuid
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 from ...backend import args_info
 from ...tir.structural import structural_hash
+from .. import cpu_share
 from ..builder.base import BuilderInput
 from ..database.base import TuningRecord
 from ..error import BudgetWarning, TuneError
@@ -374,16 +375,48 @@ class TaskScheduler:
         to_build = [c for c, k in zip(cands, known) if k is None and not c.refused]
         t0 = time.perf_counter()
         reference = self._reference(task, builder) if to_build else None
-        built = iter(builder.build([BuilderInput(c.sch.func, ctx.target,
-                                                 {**meta, "trace": f"{len(c.sch.trace)} instructions"},
-                                                 lowered=c.lowered(ctx.target)) for c in to_build])
-                     if to_build else ())
+        inputs = [BuilderInput(c.sch.func, ctx.target,
+                               {**meta, "trace": f"{len(c.sch.trace)} instructions"},
+                               lowered=c.lowered(ctx.target)) for c in to_build]
         self.phase_secs["build"] += time.perf_counter() - t0
-        run_info = self.run_info(ctx, task.prior_trials)
         meas = self._measurements(task, runner, evaluator, abort_ratio)
-        at_once = getattr(runner, "parallel", False) and bool(to_build)
-        if at_once:
+        if getattr(runner, "parallel", False) and to_build:
+            with self._phase("build"):
+                built = iter(builder.build(inputs))
             built, measured = self._measure_at_once(task, cands, known, built, meas, reference)
+            return self._record_batch(task, cands, known, database, built, meas, reference, measured)
+        # each candidate is measured as soon as it is built, the next ones compiling on the
+        # CPUs the measurement leaves free (cpu_share.py), or the batch is built first
+        share = cpu_share.plan(builder, runner, evaluator.num_threads, ctx.target) \
+            if to_build else None
+        with cpu_share.pinned(share and share.others):
+            if share is not None:
+                runner.pin(share.measuring)
+            t0 = time.perf_counter()
+            stream = None
+            try:
+                stream = (builder.build_stream(inputs, share) if share is not None
+                          else iter(builder.build(inputs)) if inputs else iter(()))
+                self.phase_secs["build"] += time.perf_counter() - t0
+                return self._record_batch(task, cands, known, database, stream, meas, reference,
+                                    None, share)
+            except KeyboardInterrupt:
+                if share is not None and stream is not None:
+                    stream.close(kill=True)
+                raise
+            finally:
+                if share is not None:
+                    if stream is not None:
+                        stream.close()
+                    runner.pin(None)
+
+    def _record_batch(self, task: TaskState, cands, known, database, built, meas, reference,
+                measured, share=None) -> list:
+        """Measure (or take from `measured`) and commit the record of each candidate in
+        order, until the budget is spent; `built` gives the builds of those not `known`."""
+        ctx = task.context
+        run_info = self.run_info(ctx, task.prior_trials)
+        at_once = measured is not None
         results = []
         task.batch_records = []
         for cand, res in zip(cands, known):
@@ -395,11 +428,17 @@ class TaskScheduler:
             self.measured_this_run += 1
             if cand.refused:
                 res = RunnerResult(None, "schedule_error", cand.refused)
-            b = next(built) if res is None else None
-            if b is not None:  # not recalled: the runner needs the build
+            b = None
+            if res is None:  # not recalled: the runner needs the build
+                with self._phase("build"):
+                    b = next(built)
                 t0 = time.perf_counter()
-                res = next(measured) if at_once else meas.run(
-                    b, cand.sch, cand.sch_hash, best_secs=task.best_secs, reference=reference)
+                if at_once:
+                    res = next(measured)
+                else:
+                    with share.measuring_now() if share is not None else nullcontext():
+                        res = meas.run(b, cand.sch, cand.sch_hash, best_secs=task.best_secs,
+                                       reference=reference)
                 self.phase_secs["run"] += time.perf_counter() - t0
             self._note_machine(res)
             measure = meas.settings(res, b.source_hash if b else None)
