@@ -52,10 +52,11 @@ def check_samples(ctx, tensors, ref, n=6):
 def test_matmul_space_is_ssrsrs_tiling_with_a_local_accumulator():
     ctx, tensors, ref = context("matmul", M=16, N=24, K=12)
     spaces = ctx.generate_design_space()
-    # write-back at tiling level 1 or 2, each without copies and with the inputs copied per
-    # outer reduction tile into packed panels (read_levels (None, 1))
+    # write-back at tiling level 1 or 2, each without copies and with B (loaded as vectors;
+    # A is broadcast) copied per outer reduction tile into a packed panel (read_levels
+    # (None, 1), read_operands ("vector",))
     assert len(spaces) == 4
-    assert sorted(kinds(s)["CacheRead"] for s in spaces) == [0, 0, 2, 2]
+    assert sorted(kinds(s)["CacheRead"] for s in spaces) == [0, 0, 1, 1]
     for sch in spaces:
         k = kinds(sch)
         assert tile_ns(sch) == [4, 4, 2]
@@ -231,3 +232,30 @@ def test_multi_level_tiling_read_caches():
         k = kinds(sch)
         assert k["CacheRead"] == 2 and k["ComputeAt"] == 2  # A and B copied per k tile
     check_samples(ctx, tensors, ref)
+
+
+@pytest.mark.parametrize("name, shape, copied", [
+    ("matmul", dict(M=16, N=24, K=12), {"B"}),     # A[i, k] is broadcast under j
+    ("conv2d", dict(C=4, H=8, W=8, K=12), {"pad"}),  # W[k, c, ry, rx] is broadcast under x
+])
+def test_vector_read_copies_pack_only_what_is_loaded_as_vectors(name, shape, copied):
+    """read_operands="vector": the per-tile copies are of the inputs the innermost spatial
+    loop indexes; the others stay where they are (copying A per column tile of a matmul
+    repeats the copy for every tile)."""
+    tensors, ref, _ = workload(name, **shape)
+    from looptune.tune.schedule_rule import MultiLevelTiling
+    rules = ["auto-inline", MultiLevelTiling(read_levels=(1,), read_operands=("vector",)),
+             "parallel-vectorize-unroll"]
+    ctx = TuneContext(te.create_prim_func(tensors), seed=0,
+                      space_generator=PostOrderApply(sch_rules=rules))
+    spaces = ctx.generate_design_space()
+    assert len(spaces) == 2  # write-back at tiling level 1 or 2
+    for sch in spaces:
+        reads = [i for i in sch.trace.insts if i.kind.name == "CacheRead"]
+        assert len(reads) == 1
+        block = sch.get(sch.get_block("matmul" if name == "matmul" else "conv2d_nchw"))
+        kept = {"A"} if name == "matmul" else {"W"}
+        assert {r.buffer.name for r in block.reads} == {f"{c}_global" for c in copied} | kept
+    check_samples(ctx, tensors, ref)
+    with pytest.raises(ValueError, match="read_operands"):
+        MultiLevelTiling(read_operands=("some",))

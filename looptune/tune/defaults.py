@@ -9,17 +9,22 @@ DEFAULT_RULES = {
                          "disallow_if_then_else": True}),
         ("add-rfactor", {"max_jobs_per_core": 16, "max_innermost_factor": 64}),
         # max_innermost_factor None: four vector registers' worth of float32 lanes
-        # read_levels (None, 1): spaces without copies, and with each input copied per R0
-        # tile into a packed panel (as BLAS packs B): on AVX2 (16 registers) the panel is what
-        # keeps a 1024 matmul near OpenBLAS (measured 0.76x without, 0.93x with, 128 trials);
-        # on AVX-512 and for convs the search is as good either way
+        # read_levels (None, 1): spaces without copies, and with inputs copied per R0 tile
+        # into a packed panel (as BLAS packs B): on AVX2 (16 registers) the panel is what
+        # keeps a 1024 matmul near OpenBLAS (measured 0.76x without, 0.93x with, 128 trials)
+        # read_operands ("vector",): only the inputs loaded as vectors are copied (a
+        # matmul's B, a conv's padded input); the broadcast ones are read where they lie. A
+        # copy of A inside the column tiles was made again for each of them: as AVX2 on a
+        # Zen 4, matmul 1024, 256 trials, two seeds, 0.91-0.93x numpy with B's copy alone
+        # against 0.76-0.83x with both (AVX-512: 20.5-22.3 ms against 21.1-23.0 ms; the
+        # tutorial conv2d: 0.95-0.97x torch against 0.98-1.00x, within its noise)
         # max_innermost_reduction 128: the reduction steps per load and store of the
         # register tile; with 32 (four AVX2 vectors, the spatial limit) the best AVX2 matmul
         # 1024 of a 256-trial search ran 5% slower than with its k tile at 128 instead
         ("multi-level-tiling", {"structure": "SSRSRS", "max_innermost_factor": None,
                                 "max_innermost_reduction": 128,
                                 "write_levels": (1, 2), "write_scope": "local",
-                                "read_levels": (None, 1),
+                                "read_levels": (None, 1), "read_operands": ("vector",),
                                 "tile_sampler": "partitioned", "channel_vectors": True}),
         ("parallel-vectorize-unroll", {"jobs_per_core": (1, 4, 16, 64),
                                        "max_vectorize_extent": 64,

@@ -117,7 +117,7 @@ class BuildStream:
         self.jobs: list = []     # (input, Source, Future) of each distinct source, in order
         self._futures: dict = {}  # source text -> Future of its outcome
         self._next_job = 0
-        self._lock = threading.Condition()
+        self._cv = threading.Condition()  # guards jobs, _next_job, _all_added, _closed
         self._all_added = False
         self._threads: list = []
         self._pos = 0
@@ -139,9 +139,9 @@ class BuildStream:
         fut = self._futures.get(source.text)
         if fut is None:
             fut = self._futures[source.text] = Future()
-            with self._lock:
+            with self._cv:
                 self.jobs.append((inp, source, fut))
-                self._lock.notify()
+                self._cv.notify()
             if not self._threads:
                 self._start()
         self.items.append((symbol, source, digest, secs, fut))
@@ -163,19 +163,19 @@ class BuildStream:
 
     def all_added(self) -> None:
         """Every input is in: a compile thread that finds no job left exits."""
-        with self._lock:
+        with self._cv:
             self._all_added = True
-            self._lock.notify_all()
+            self._cv.notify_all()
 
     def _wait_for_job(self) -> bool:
         """Wait until a job is left to take (True), or none will be (False)."""
-        with self._lock:
+        with self._cv:
             while not self._closed and self._next_job >= len(self.jobs) and not self._all_added:
-                self._lock.wait()
+                self._cv.wait()
             return not self._closed and self._next_job < len(self.jobs)
 
     def _take(self):
-        with self._lock:
+        with self._cv:
             if self._closed or self._next_job >= len(self.jobs):
                 return None
             job = self.jobs[self._next_job]
@@ -228,9 +228,9 @@ class BuildStream:
     def close(self, *, kill: bool = False) -> None:
         """No more compiles begin; with `kill`, the running ones are killed (and the call
         waits until none runs), else they finish first."""
-        with self._lock:
+        with self._cv:
             self._closed = True
-            self._lock.notify_all()
+            self._cv.notify_all()
         if self.share is not None:
             self.share.close()
         if kill:

@@ -58,6 +58,22 @@ def reads_buffer(block, buf) -> bool:
     return bool(found)
 
 
+def vector_reads(sch, block) -> frozenset:
+    """The positions (in the block's reads) of the inputs that its innermost spatial loop
+    indexes: those a vectorized inner loop loads as vectors. The others are read one element
+    at a time and broadcast (a matmul's A[i, k] under an inner j loop)."""
+    br = sch.realize(block)
+    b = br.block
+    spatial = [iv.var for iv in b.iter_vars if iv.kind == "S" and iv.extent > 1]
+    if not spatial:
+        return frozenset()
+    last = spatial[-1]
+    loads = []
+    visit(b.body, lambda n: loads.append(n) if isinstance(n, BufferLoad) else None)
+    indexed = {ld.buffer for ld in loads if any(uses_var(e, {last}) for e in ld.indices)}
+    return frozenset(i for i, r in enumerate(b.reads) if r.buffer in indexed)
+
+
 def _plain_dim(indices, var):
     """The one index that is exactly `var`, if `var` appears in no other: its position."""
     uses = [d for d, e in enumerate(indices) if uses_var(e, {var})]

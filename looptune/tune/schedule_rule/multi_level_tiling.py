@@ -19,7 +19,8 @@ finished by the rewrite-cooperative-fetch postprocessor (see there for why).
 from __future__ import annotations
 
 from ...schedule import ScheduleError
-from .analysis import channel_vector_axis, has_reuse, is_elementwise, loop_kinds
+from .analysis import (channel_vector_axis, has_reuse, is_elementwise, loop_kinds,
+                       vector_reads)
 from .base import ScheduleRule
 
 GPU_MAX_VTHREADS = 8  # verify-gpu-code's default limit
@@ -54,7 +55,7 @@ class MultiLevelTiling(ScheduleRule):
                  write_levels=(1, 2), write_scope: str = "local", read_levels=(),
                  tile_sampler: str = "partitioned", *, tile_binds=(), read_scope: str = "global",
                  write_reuse: str = "may", vector_load_lens=(), channel_vectors: bool = False,
-                 max_innermost_reduction: int | None = None):
+                 max_innermost_reduction: int | None = None, read_operands=("all",)):
         """max_innermost_factor None: 4 x the target's float32 vector lanes.
         max_innermost_reduction: the same limit for reduction loops (the reduction steps
         between two loads and stores of the register tile; None: max_innermost_factor), which
@@ -67,7 +68,10 @@ class MultiLevelTiling(ScheduleRule):
         unscheduled elementwise consumer is inlined into its write-back. vector_load_lens: the
         vector lengths a cooperative fetch into "shared" samples from. read_levels: one
         space per level, the inputs copied per iteration of that reduction group's last loop
-        (None: a space without copies). channel_vectors (CPU):
+        (None: a space without copies). read_operands: which inputs each read level copies,
+        one space each: "all", or "vector": only those the innermost spatial loop indexes
+        (loaded as vectors; the others are broadcast from where they are: a matmul's A, copied
+        per tile inside the j loops, was copied again for every column tile). channel_vectors (CPU):
         where the innermost loop is a poor vector axis and another is a good one
         (analysis.channel_vector_axis: a stride-2 conv's x and its output channel k), also
         offer spaces with that loop innermost, its weight copied per tile into a panel with
@@ -88,6 +92,10 @@ class MultiLevelTiling(ScheduleRule):
         self.write_levels = tuple(write_levels)
         self.write_scope = write_scope
         self.read_levels = tuple(read_levels)
+        if set(read_operands) - {"all", "vector"} or not read_operands:
+            raise ValueError(f"read_operands {tuple(read_operands)} must be 'all' and/or "
+                             "'vector'")
+        self.read_operands = tuple(read_operands)
         self.tile_binds = tuple(tile_binds)
         self.read_scope = read_scope
         self.write_reuse = write_reuse
@@ -111,6 +119,12 @@ class MultiLevelTiling(ScheduleRule):
         if any(lp.kind != "serial" for lp in sch.enclosing_loops(block)):
             return [sch]  # scheduled already (bound, parallel, ...)
         variant = self._channel_vector_spaces(sch, block, kinds)
+        n_reads = len(sch.get(block).reads)
+        copies = []  # the inputs each read space copies
+        for which in self.read_operands:
+            only = frozenset(range(n_reads)) if which == "all" else vector_reads(sch, block)
+            if only and only not in copies:
+                copies.append(only)
         try:
             groups = self._tile(sch, block, kinds)
         except ScheduleError:
@@ -134,12 +148,13 @@ class MultiLevelTiling(ScheduleRule):
                 if level is None:  # a space without copies
                     with_reads.append(s)
                     continue
-                s2 = s.copy()
-                try:
-                    self._read_cache(s2, block, groups, level)
-                except ScheduleError:
-                    continue
-                with_reads.append(s2)
+                for only in copies:
+                    s2 = s.copy()
+                    try:
+                        self._read_cache(s2, block, groups, level, only)
+                    except ScheduleError:
+                        continue
+                    with_reads.append(s2)
         return (with_reads or out) + variant
 
     def _channel_vector_spaces(self, sch, block, kinds) -> list:
@@ -173,13 +188,16 @@ class MultiLevelTiling(ScheduleRule):
             spaces.append(s)
         return spaces
 
-    def _read_cache(self, sch, block, groups, level: int):
-        """Copy each input per iteration of the last loop of the level-th reduction group."""
+    def _read_cache(self, sch, block, groups, level: int, only=None):
+        """Copy each input (those at the positions `only`) per iteration of the last loop of
+        the level-th reduction group."""
         r_groups = [g for c, g in groups if c == "R"]
         if level > len(r_groups) or not r_groups[level - 1]:
             raise ScheduleError("no such reduction level")
         loop = r_groups[level - 1][-1]
         for index in range(len(sch.get(block).reads)):
+            if only is not None and index not in only:
+                continue
             cached = sch.cache_read(block, index, self.read_scope)
             sch.compute_at(cached, loop)
             if self.read_scope == "shared":
