@@ -1,0 +1,97 @@
+"""Which inputs multi-level tiling copies per tile (`read_operands`): tune one workload under
+each setting for several seeds, one thread, then time every best kernel as a user calls it,
+interleaved with the library baseline over five rounds (so that the machine's drift falls on
+all of them alike), and print baseline / ours for each.
+
+    python benchmarks/rule_options.py --workload matmul_add [--isa avx2] [--seeds 0 1]
+        [--trials 256] [--options all vector] [--json out.json]
+
+Measured (issue 23, Zen 4 as AVX2 and natively; docs/figures/read_operands_zen4.json): the
+default became ("vector",).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from tune_kernels import WORKLOADS  # noqa: E402  (first: --isa avx2 holds numpy to AVX2)
+import _common  # noqa: E402  (single-threaded BLAS before numpy loads)
+
+import numpy as np  # noqa: E402
+
+from looptune import te  # noqa: E402
+from looptune.target import Target  # noqa: E402
+from looptune.te.ops import OPS, workload  # noqa: E402
+from looptune.te.ops.baseline import baseline  # noqa: E402
+from looptune.tune import EvaluatorConfig, TaskScheduler, compile_tir, defaults, tune_tir  # noqa: E402
+
+OPTIONS = {"all": ("all",), "vector": ("vector",), "all+vector": ("all", "vector")}
+
+
+def set_read_operands(value: tuple) -> None:
+    for rule, params in defaults.DEFAULT_RULES["cpu"]:
+        if rule == "multi-level-tiling":
+            params["read_operands"] = value
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workload", default="matmul_add", choices=list(WORKLOADS))
+    ap.add_argument("--isa", default="native", choices=["native", "avx2"])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    ap.add_argument("--trials", type=int, default=256)
+    ap.add_argument("--options", nargs="+", default=["all", "vector"], choices=list(OPTIONS))
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    target = _common.avx2_target() if args.isa == "avx2" else Target.create("cpu")
+    print(f"CPU: {target.model} ({target}); one thread")
+    op, shape, _, _ = WORKLOADS[args.workload]
+    tensors, _, _ = workload(op, **shape)
+    func = te.create_prim_func(tensors)
+    _common.fresh_kernel_cache()
+    mods = {}
+    for option in args.options:
+        set_read_operands(OPTIONS[option])
+        for seed in args.seeds:
+            t0 = time.time()
+            db = tune_tir(func, target, tempfile.mkdtemp(), max_trials_global=args.trials,
+                          seed=seed, evaluator=EvaluatorConfig(num_threads=1), progress=False,
+                          task_scheduler=TaskScheduler.create("gradient"))
+            mods[(option, seed)] = compile_tir(db, func, target)
+            print(f"  {option} seed {seed}: record "
+                  f"{mods[(option, seed)].record.median_secs * 1e3:.4f} ms, "
+                  f"{time.time() - t0:.0f} s", flush=True)
+    rng = np.random.default_rng(0)
+    inputs = [rng.uniform(-1, 1, t.shape).astype("float32") for t in tensors[:-1]]
+    label, lib = baseline(op, inputs, {**OPS[op].defaults, **shape}, threads=1)
+    out = np.empty(tensors[-1].shape, "float32")
+    times = {k: [] for k in mods}
+    theirs = []
+    for _ in range(5):
+        for k, mod in mods.items():
+            times[k].append(_common.median_seconds(lambda: mod(*inputs, out), repeat=5))
+        theirs.append(_common.median_seconds(lib, repeat=5))
+    base = statistics.median(theirs)
+    rows = []
+    for (option, seed), ts in times.items():
+        ours = statistics.median(ts)
+        rows.append({"read_operands": option, "seed": seed, "ms": ours * 1e3,
+                     "record_ms": mods[(option, seed)].record.median_secs * 1e3,
+                     "baseline": label, "baseline_ms": base * 1e3, "vs_baseline": base / ours})
+    _common.print_table(f"{args.workload}, {args.trials} trials, {label} {base * 1e3:.4f} ms",
+                        rows, [("read_operands", "read_operands"), ("seed", "seed"),
+                               ("ms", "ms", "{:.4f}"), ("record_ms", "record ms", "{:.4f}"),
+                               ("vs_baseline", "vs baseline", "{:.3f}x")])
+    _common.write_json(args.json, {"benchmark": "rule_options", "cpu": _common.cpu_name(),
+                                   "isa": str(target), "workload": args.workload,
+                                   "trials": args.trials, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
