@@ -14,8 +14,9 @@ measures each candidate as soon as it is built, and the CPUs are split:
 
 So no process ever shares a measuring CPU with a measurement. What a compile on another core
 still costs a measurement (a shared L3 cache, memory bandwidth) was measured on a 2-vCPU
-Zen 4: medians +0.2-1.1% over the same kernels timed on an idle machine, the record erring
-on the slow side of what a user's call sees.
+Zen 4 (benchmarks/measure_interference.py): medians -0.4% to +2.7% against the same kernels
+timed on an idle machine, the most for a 1024 matmul whose 12 MB share the L3 with the
+compiler; the record errs on the slow side of what a user's call sees.
 
 Linux only (per-thread affinity: `os.sched_setaffinity(0, ...)` pins the calling thread, and
 a compiler it starts inherits that). Elsewhere, or on one CPU, batches build then measure.
