@@ -106,10 +106,7 @@ def plan(builder, runner, threads: int | None, target) -> CpuShare | None:
 
 @contextmanager
 def pinned(cpus):
-    """Run the calling thread on `cpus` inside this (None: as it is), then as it was."""
-    if cpus is None:
-        yield
-        return
+    """Run the calling thread on `cpus` inside this, then as it was."""
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, cpus)
     try:

@@ -11,6 +11,7 @@ import os
 import time
 import threading
 from concurrent.futures import Future
+from contextlib import nullcontext
 
 from ...backend import Backend, Source
 from ...error import BuildError
@@ -46,14 +47,8 @@ class LocalBuilder(Builder):
         return source.symbol, source.text
 
     def build(self, inputs: list) -> list:
-        stream = self._stream(inputs)
-        try:
+        with self._stream(inputs) as stream:
             return list(stream)
-        except KeyboardInterrupt:
-            stream.close(kill=True)
-            raise
-        finally:
-            stream.close()
 
     def build_stream(self, inputs: list, share=None) -> "BuildStream":
         """The results of `inputs`, in order, each as soon as it is built: render every input
@@ -108,7 +103,8 @@ class BuildStream:
     """A batch being built: `next(stream)` is the next input's BuilderResult, waiting for its
     compile. Compiles run on threads of their own (each pinned to CPUs when a CpuShare
     splits them: the compiler inherits its thread's CPUs). `close()` (always call it; with
-    kill=True on Ctrl-C, which kills the running compilers) lets no more compiles begin."""
+    kill=True on Ctrl-C, which kills the running compilers; or use it as a context manager,
+    which does that) lets no more compiles begin."""
 
     def __init__(self, builder: LocalBuilder | None, share=None):
         self.builder = builder
@@ -213,10 +209,8 @@ class BuildStream:
         if isinstance(item, BuilderResult):
             return item
         symbol, source, digest, render_secs, fut = item
-        if self.share is not None and not fut.done():
-            with self.share.idle():  # the measuring CPUs compile while we wait
-                outcome = fut.result()
-        else:
+        waits = self.share is not None and not fut.done()
+        with self.share.idle() if waits else nullcontext():  # the measuring CPUs compile
             outcome = fut.result()
         secs = render_secs + outcome["secs"]
         if "error_class" in outcome:
@@ -224,6 +218,12 @@ class BuildStream:
                                  error_msg=outcome["error_msg"], build_secs=secs)
         return BuilderResult(artifact=outcome["path"], symbol=symbol, source_hash=digest,
                              build_secs=secs)
+
+    def __enter__(self) -> "BuildStream":
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        self.close(kill=exc_type is not None and issubclass(exc_type, KeyboardInterrupt))
 
     def close(self, *, kill: bool = False) -> None:
         """No more compiles begin; with `kill`, the running ones are killed (and the call

@@ -384,34 +384,30 @@ class TaskScheduler:
             with self._phase("build"):
                 built = iter(builder.build(inputs))
             built, measured = self._measure_at_once(task, cands, known, built, meas, reference)
-            return self._record_batch(task, cands, known, database, built, meas, reference, measured)
+            return self._record_batch(task, cands, known, database, built, meas, reference,
+                                      measured)
         # each candidate is measured as soon as it is built, the next ones compiling on the
         # CPUs the measurement leaves free (cpu_share.py), or the batch is built first
         share = cpu_share.plan(builder, runner, evaluator.num_threads, ctx.target) \
             if to_build else None
-        with cpu_share.pinned(share and share.others):
-            if share is not None:
-                runner.pin(share.measuring)
-            t0 = time.perf_counter()
-            stream = None
+        if share is None:
+            with self._phase("build"):
+                built = iter(builder.build(inputs) if inputs else ())
+            return self._record_batch(task, cands, known, database, built, meas, reference,
+                                      None)
+        with cpu_share.pinned(share.others):
+            runner.pin(share.measuring)
             try:
-                stream = (builder.build_stream(inputs, share) if share is not None
-                          else iter(builder.build(inputs)) if inputs else iter(()))
-                self.phase_secs["build"] += time.perf_counter() - t0
-                return self._record_batch(task, cands, known, database, stream, meas, reference,
-                                    None, share)
-            except KeyboardInterrupt:
-                if share is not None and stream is not None:
-                    stream.close(kill=True)
-                raise
+                with self._phase("build"):
+                    stream = builder.build_stream(inputs, share)
+                with stream:
+                    return self._record_batch(task, cands, known, database, stream, meas,
+                                              reference, None, share)
             finally:
-                if share is not None:
-                    if stream is not None:
-                        stream.close()
-                    runner.pin(None)
+                runner.pin(None)
 
     def _record_batch(self, task: TaskState, cands, known, database, built, meas, reference,
-                measured, share=None) -> list:
+                      measured, share=None) -> list:
         """Measure (or take from `measured`) and commit the record of each candidate in
         order, until the budget is spent; `built` gives the builds of those not `known`."""
         ctx = task.context
