@@ -252,3 +252,57 @@ def test_a_design_space_smaller_than_the_budget_stops_with_a_reason():
     assert 0 < n < 64
     assert "no schedule it has not measured" in strategy.stop_reason
     assert f"about {n} distinct schedules" in strategy.stop_reason
+
+
+def test_space_quotas_split_a_batch_by_each_spaces_fastest_kernel():
+    from looptune.tune.search_strategy.evolutionary import space_quotas
+    inf = float("inf")
+    assert space_quotas(64, [inf] * 4, floor_share=0.25, focus=4.0) == [16] * 4
+    parts = space_quotas(64, [1.0, 1.6, 1.6, 1.0], floor_share=0.25, focus=4.0)
+    assert sum(parts) == 64 and min(parts) >= 4
+    assert parts[0] == parts[3] > 2 * parts[1] and parts[1] == parts[2]
+    # nothing measured in a space yet: it weighs as the fastest
+    assert space_quotas(10, [2.0, inf], floor_share=0.0, focus=4.0) == [5, 5]
+    assert space_quotas(7, [1.0, 100.0, 3.0], floor_share=1.0, focus=4.0) in \
+        ([3, 2, 2], [2, 3, 2], [2, 2, 3])
+    assert space_quotas(0, [1.0, 2.0], floor_share=0.25, focus=4.0) == [0, 0]
+
+
+def _copies(func) -> bool:
+    """The schedule copies an input per tile (a packed-panel design space): an extra block."""
+    from looptune.tir.stmt import BlockRealize
+    return len(find_stmts(func.body, BlockRealize)) > 3  # root, matmul, its write-back
+
+
+class PanelsFastBuilder(FakeBuilder):
+    """A timer under which every packed-panel schedule runs faster than any other."""
+
+    def build(self, inputs):
+        from dataclasses import replace
+        return [replace(res, artifact=repr(float(res.artifact) + (0 if _copies(inp.func) else 1e-3)))
+                for inp, res in zip(inputs, super().build(inputs))]
+
+
+def test_measurements_steer_the_trials_to_the_design_space_that_runs_fastest():
+    """With a model that knows nothing (random scores), the batches follow each space's
+    fastest measured kernel: the packed-panel spaces, faster under this timer, get most
+    of the trials after the first batch, and every space keeps its floor. Ranking all spaces
+    together (space_floor_share None), the useless model spreads them evenly instead."""
+    func = small(M=128, N=128, K=64)
+    avx2 = Target(kind="cpu", arch="x86_64", features=("avx2", "fma"), cores=2,
+                  vector_bits=256)
+    shares = {}
+    for floor in (0.25, None):
+        strategy = EvolutionarySearch(cost_model="random", **SMALL, space_floor_share=floor)
+        tune_tir(func, avx2, database=MemoryDatabase(), max_trials_global=96, seed=0,
+                 num_trials_per_iter=16, strategy=strategy, builder=PanelsFastBuilder(),
+                 runner=FakeRunner(), check_correctness=False, progress=False)
+        copies = [any("CacheRead(" in step for step in s.structure)
+                  for s in strategy.spaces]
+        assert sum(copies) == 2, copies  # (B copied or not) x (two write levels)
+        panel = sum(n for i, n in strategy.space_trials.items() if copies[i])
+        shares[floor] = panel / sum(strategy.space_trials.values())
+        if floor is not None:
+            assert min(strategy.space_trials[i] for i in range(4)) >= 4  # the floor
+    assert shares[0.25] >= 0.72, shares
+    assert shares[None] < 0.66, shares

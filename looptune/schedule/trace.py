@@ -287,7 +287,20 @@ class Trace:
             if i.kind.postproc:
                 break
             insts.append(i)
-        return Trace(insts, {i: d for i, d in self.decisions.items() if i in set(insts)})
+        kept = set(insts)
+        return Trace(insts, {i: d for i, d in self.decisions.items() if i in kept})
+
+    def structure(self) -> tuple:
+        """The instructions before postprocessing, printed without decisions and with handles
+        numbered in order of appearance: equal for two traces that differ only in their
+        sampling decisions (a design space and every replay of it)."""
+        names = _RVNames()
+        steps = []
+        for inst in self.insts:
+            if inst.kind.postproc:
+                break
+            steps.append(_format(inst, None, names, python=False))
+        return tuple(steps)
 
     def sampling_instructions(self) -> list:
         return [i for i in self.insts if i.kind.sampling]

@@ -108,6 +108,13 @@ DEFAULT_EVOLUTIONARY = {
     "genetic_mutate_prob": 0.85,   # a child is a mutant (else a copy of its parent)
     "genetic_max_fail_count": 8,   # tries to mutate one parent into a new valid child
     "eps_greedy": 0.05,            # share of each batch picked at random, not by the model
+    "space_floor_share": 0.25,     # share of each batch (and of each generation's parents)
+                                   # split evenly over the design spaces; the rest goes to
+                                   # each space in proportion to
+    "space_focus": 4.0,            # (fastest measured / the space's fastest) ** space_focus:
+                                   # a space whose best runs 1.2x the fastest gets half the
+                                   # weight, 1.6x a seventh. None: no shares, the
+                                   # model ranks all spaces' candidates together
     "transfer_records": 0,         # > 0: a model with nothing to learn from on this workload
                                    # first trains on up to this many newest records of other
                                    # workloads in the database, on the same target key

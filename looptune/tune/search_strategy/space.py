@@ -24,6 +24,7 @@ class DesignSpace:
         self.insts = self.trace.insts
         self.name = name
         self.tags: dict = {}  # position of a sampling instruction -> what it decides
+        self.structure = self.trace.structure()
         for pos, inst in enumerate(self.insts):
             if inst.kind.sampling:
                 self.tags[pos] = self._tag(pos, inst)

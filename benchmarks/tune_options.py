@@ -1,13 +1,15 @@
-"""Which inputs multi-level tiling copies per tile (`read_operands`): tune one workload under
-each setting for several seeds, one thread, then time every best kernel as a user calls it,
-interleaved with the library baseline over five rounds (so that the machine's drift falls on
-all of them alike), and print baseline / ours for each.
+"""Settings of the tuner compared on one workload: tune under each setting for several seeds,
+one thread, then time every best kernel as a user calls it, interleaved with the library
+baseline over five rounds (so that the machine's drift falls on all of them alike), and print
+baseline / ours for each, with how the trials spread over the design spaces.
 
-    python benchmarks/rule_options.py --workload matmul_add [--isa avx2] [--seeds 0 1]
-        [--trials 256] [--options all vector] [--json out.json]
+    python benchmarks/tune_options.py --workload matmul_add [--isa avx2] [--seeds 0 1]
+        [--trials 256] [--options read:all read:vector] [--json out.json]
 
-Measured (issue 23, Zen 4 as AVX2 and natively; docs/figures/read_operands_zen4.json): the
-default became ("vector",).
+Settings (OPTIONS): `read:*`, which inputs multi-level tiling copies per tile
+(`read_operands`; measured on Zen 4 as AVX2 and natively, docs/figures/read_operands_zen4.json:
+the default became ("vector",)); `spaces:*`, how EvolutionarySearch shares each batch among
+the design spaces (`space_floor_share`, `space_focus`).
 """
 from __future__ import annotations
 
@@ -29,14 +31,25 @@ from looptune.target import Target  # noqa: E402
 from looptune.te.ops import OPS, workload  # noqa: E402
 from looptune.te.ops.baseline import baseline  # noqa: E402
 from looptune.tune import EvaluatorConfig, TaskScheduler, compile_tir, defaults, tune_tir  # noqa: E402
+from looptune.tune.search_strategy.evolutionary import EvolutionarySearch  # noqa: E402
 
-OPTIONS = {"all": ("all",), "vector": ("vector",), "all+vector": ("all", "vector")}
+# name -> (multi-level-tiling parameters, EvolutionarySearch parameters), over the defaults
+OPTIONS = {
+    "read:all": ({"read_operands": ("all",)}, {}),
+    "read:vector": ({"read_operands": ("vector",)}, {}),
+    "read:all+vector": ({"read_operands": ("all", "vector")}, {}),
+    "spaces:shared": ({}, {}),  # the defaults
+    "spaces:ranked": ({}, {"space_floor_share": None}),  # the model ranks all spaces at once
+    "spaces:even": ({}, {"space_floor_share": 1.0}),
+}
+TILING = dict(next(p for r, p in defaults.DEFAULT_RULES["cpu"] if r == "multi-level-tiling"))
 
 
-def set_read_operands(value: tuple) -> None:
-    for rule, params in defaults.DEFAULT_RULES["cpu"]:
+def set_tiling(params: dict) -> None:
+    for rule, p in defaults.DEFAULT_RULES["cpu"]:
         if rule == "multi-level-tiling":
-            params["read_operands"] = value
+            p.clear()
+            p.update({**TILING, **params})
 
 
 def main():
@@ -46,7 +59,8 @@ def main():
     ap.add_argument("--isa", default="native", choices=["native", "avx2"])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--trials", type=int, default=256)
-    ap.add_argument("--options", nargs="+", default=["all", "vector"], choices=list(OPTIONS))
+    ap.add_argument("--options", nargs="+", default=["spaces:ranked", "spaces:shared"],
+                    choices=list(OPTIONS))
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     target = _common.avx2_target() if args.isa == "avx2" else Target.create("cpu")
@@ -55,18 +69,27 @@ def main():
     tensors, _, _ = workload(op, **shape)
     func = te.create_prim_func(tensors)
     _common.fresh_kernel_cache()
-    mods = {}
+    mods, spread = {}, {}
     for option in args.options:
-        set_read_operands(OPTIONS[option])
+        tiling, search = OPTIONS[option]
+        set_tiling(tiling)
         for seed in args.seeds:
             t0 = time.time()
+            strategy = EvolutionarySearch(**search)
             db = tune_tir(func, target, tempfile.mkdtemp(), max_trials_global=args.trials,
                           seed=seed, evaluator=EvaluatorConfig(num_threads=1), progress=False,
-                          task_scheduler=TaskScheduler.create("gradient"))
+                          task_scheduler=TaskScheduler.create("gradient"), strategy=strategy)
             mods[(option, seed)] = compile_tir(db, func, target)
+            spread[(option, seed)] = [
+                (strategy.space_trials[i],
+                 strategy.space_best[i] * 1e3 if strategy.space_best[i] < float("inf") else None)
+                for i in range(len(strategy.spaces))]
             print(f"  {option} seed {seed}: record "
                   f"{mods[(option, seed)].record.median_secs * 1e3:.4f} ms, "
-                  f"{time.time() - t0:.0f} s", flush=True)
+                  f"{time.time() - t0:.0f} s; trials (best ms) per space: " + ", ".join(
+                      f"{n} ({b or float('nan'):.3f})" for n, b in spread[(option, seed)]),
+                  flush=True)
+    set_tiling({})
     rng = np.random.default_rng(0)
     inputs = [rng.uniform(-1, 1, t.shape).astype("float32") for t in tensors[:-1]]
     label, lib = baseline(op, inputs, {**OPS[op].defaults, **shape}, threads=1)
@@ -81,14 +104,16 @@ def main():
     rows = []
     for (option, seed), ts in times.items():
         ours = statistics.median(ts)
-        rows.append({"read_operands": option, "seed": seed, "ms": ours * 1e3,
+        rows.append({"option": option, "seed": seed, "ms": ours * 1e3,
+                     "space_trials": [n for n, _ in spread[(option, seed)]],
+                     "space_best_ms": [b for _, b in spread[(option, seed)]],
                      "record_ms": mods[(option, seed)].record.median_secs * 1e3,
                      "baseline": label, "baseline_ms": base * 1e3, "vs_baseline": base / ours})
     _common.print_table(f"{args.workload}, {args.trials} trials, {label} {base * 1e3:.4f} ms",
-                        rows, [("read_operands", "read_operands"), ("seed", "seed"),
+                        rows, [("option", "option"), ("seed", "seed"),
                                ("ms", "ms", "{:.4f}"), ("record_ms", "record ms", "{:.4f}"),
                                ("vs_baseline", "vs baseline", "{:.3f}x")])
-    _common.write_json(args.json, {"benchmark": "rule_options", "cpu": _common.cpu_name(),
+    _common.write_json(args.json, {"benchmark": "tune_options", "cpu": _common.cpu_name(),
                                    "isa": str(target), "workload": args.workload,
                                    "trials": args.trials, "rows": rows})
 
