@@ -177,6 +177,10 @@ def test_no_valid_candidate_ends_with_a_reason():
 def test_bad_parameters_are_named():
     with pytest.raises(ValueError, match="populaton_size"):
         EvolutionarySearch(populaton_size=10)
+    with pytest.raises(ValueError, match="space_floor_share must be a share"):
+        EvolutionarySearch(space_floor_share=1.5)
+    with pytest.raises(ValueError, match="space_focus must be a number"):
+        EvolutionarySearch(space_focus=-1)
     with pytest.raises(ValueError, match="unknown cost model"):
         EvolutionarySearch(cost_model="gbdt")
     with pytest.raises(ValueError, match="unknown mutator"):

@@ -44,6 +44,12 @@ class EvolutionarySearch(SearchStrategy):
             raise ValueError(f"unknown EvolutionarySearch parameters {sorted(unknown)}; known: "
                              f"{', '.join(DEFAULT_EVOLUTIONARY)}")
         self.params = {**DEFAULT_EVOLUTIONARY, **params}
+        floor, focus = self.params["space_floor_share"], self.params["space_focus"]
+        if floor is not None and not (isinstance(floor, (int, float)) and 0 <= floor <= 1):
+            raise ValueError(f"space_floor_share must be a share in [0, 1] (or None: no "
+                             f"per-space shares), not {floor!r}")
+        if not (isinstance(focus, (int, float)) and 0 <= focus < math.inf):
+            raise ValueError(f"space_focus must be a number >= 0, not {focus!r}")
         for k, v in self.params.items():
             setattr(self, k, v)
         from ..cost_model.base import CostModel
