@@ -221,7 +221,7 @@ class Module:
                        repeat: int = 3, min_repeat_ms: float = 0,
                        enable_cpu_cache_flush: bool = False, flush_bytes: int | None = None,
                        warm_up: bool = True, arg_offsets=None, stop_above: float | None = None,
-                       calls_from: str = "c"):
+                       calls_from: str = "c", placement=None):
         """A function of the same arrays that returns ProfileResult (seconds per call).
 
         One warm-up call first (`warm_up=False`: the caller has just made one); each repeat
@@ -232,8 +232,10 @@ class Module:
         flush, caches are flushed before every repeat (use number=1 to time cold-cache
         calls). With `arg_offsets` (byte offsets from a 64-byte
         boundary, e.g. ndarray.NUMPY_OFFSETS), each repeat runs on copies of the arrays placed
-        at rotating offsets (ndarray.rotated_offsets), as ordinary numpy arrays lie. With
-        `stop_above` (seconds per call), a first repeat slower than that is the only one.
+        at rotating offsets (ndarray.rotated_offsets), as ordinary numpy arrays lie; with
+        `placement` (one byte offset per argument) instead, every repeat runs on copies at
+        those offsets. With `stop_above` (seconds per call), a first repeat slower than that
+        is the only one.
         TVM's positional `(func.entry_name, dev)` are accepted: the module has one kernel."""
         if func_name is not None and func_name != self.symbol:
             raise RunError(f"time_evaluator: this module's kernel is {self.symbol!r}, not "
@@ -248,9 +250,14 @@ class Module:
         def run(*arrays) -> ProfileResult:
             placed = list(arrays)
             ptrs = self._pack(arrays)
-            if arg_offsets:
+            rotating = bool(arg_offsets) and placement is None
+            if rotating or placement is not None:
+                if placement is not None and len(placement) != len(arrays):
+                    raise RunError(f"time_evaluator: placement gives {len(placement)} offsets "
+                                   f"for {len(arrays)} arguments")
                 placer = Placer(arrays)
-                placed = placer.at(rotated_offsets(arg_offsets, len(arrays), 0))
+                placed = placer.at(placement if placement is not None
+                                   else rotated_offsets(arg_offsets, len(arrays), 0))
                 ptrs = self._pack(placed)
             lib = timer_lib()
             status = ctypes.c_int32(0)
@@ -277,7 +284,7 @@ class Module:
                 return ProfileResult(tuple(results))
             fb = flush_bytes if flush_bytes is not None else 64 << 20
             for r in range(len(results), repeat):
-                if arg_offsets and r > 0:
+                if rotating and r > 0:
                     placed = placer.at(rotated_offsets(arg_offsets, len(arrays), r))
                     ptrs = self._pack(placed)
                 if enable_cpu_cache_flush:

@@ -78,6 +78,9 @@ class RunnerInput:
     abort_above_secs: float | None = None  # stop after one call if slower than this
     screen_above_secs: float | None = None  # stop after one repeat if slower than this
     packed: tuple = ()             # ((argument, factor), ...) taken packed (pack_layout)
+    placement: tuple | None = None  # byte offsets per argument for every repeat, instead of
+                                    # config.arg_offsets' rotation (confirming a new best
+                                    # where its first timing was slowest)
     workload_key: str | None = None  # what was built, for runners that keep results by
     sch_hash: str | None = None      # schedule (SimulatedRunner); timing ignores them
 

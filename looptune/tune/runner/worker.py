@@ -130,7 +130,7 @@ class Worker:
                                   enable_cpu_cache_flush=c.enable_cpu_cache_flush,
                                   warm_up=False, arg_offsets=c.arg_offsets,
                                   stop_above=inp.screen_above_secs,
-                                  calls_from=c.calls_from)(*arrays)
+                                  calls_from=c.calls_from, placement=inp.placement)(*arrays)
         return {"run_secs": tuple(prof.results),
                 "screened": len(prof.results) < c.repeat}
 
