@@ -324,12 +324,9 @@ def test_early_abort_decides_on_a_warm_call(mm, monkeypatch):
     assert out["aborted_early"] and out["run_secs"][0] >= cold["secs"]
 
 
-def test_time_evaluator_rotates_argument_offsets(mm, monkeypatch):
-    """With arg_offsets, each repeat runs on copies at other offsets from a 64-byte boundary
-    (as numpy's arrays lie); the caller's arrays are not touched."""
-    from looptune.runtime.ndarray import NUMPY_OFFSETS
-
-    _, tuned = mm
+@pytest.fixture
+def packed_offsets(monkeypatch) -> list:
+    """The offsets from a 64-byte boundary of the arrays each kernel call is packed with."""
     seen = []
     real_pack = Module._pack
 
@@ -338,6 +335,16 @@ def test_time_evaluator_rotates_argument_offsets(mm, monkeypatch):
         return real_pack(self, arrays)
 
     monkeypatch.setattr(Module, "_pack", spy)
+    return seen
+
+
+def test_time_evaluator_rotates_argument_offsets(mm, packed_offsets):
+    """With arg_offsets, each repeat runs on copies at other offsets from a 64-byte boundary
+    (as numpy's arrays lie); the caller's arrays are not touched."""
+    from looptune.runtime.ndarray import NUMPY_OFFSETS
+
+    _, tuned = mm
+    seen = packed_offsets
     args = make_args(tuple(tuned.args), 0)
     before = [a.copy() for a in args]
     res = tuned.time_evaluator(number=1, repeat=6, arg_offsets=NUMPY_OFFSETS)(*args)
@@ -348,20 +355,13 @@ def test_time_evaluator_rotates_argument_offsets(mm, monkeypatch):
         np.testing.assert_array_equal(a, b)
 
 
-def test_time_evaluator_holds_a_fixed_placement_for_every_repeat(mm, monkeypatch):
+def test_time_evaluator_holds_a_fixed_placement_for_every_repeat(mm, packed_offsets):
     """`placement` (one offset per argument) puts every repeat's copies at those offsets,
     overriding the rotation; a placement of the wrong length is refused."""
     from looptune.runtime.ndarray import NUMPY_OFFSETS
 
     _, tuned = mm
-    seen = []
-    real_pack = Module._pack
-
-    def spy(self, arrays):
-        seen.append(tuple(a.ctypes.data % 64 for a in arrays))
-        return real_pack(self, arrays)
-
-    monkeypatch.setattr(Module, "_pack", spy)
+    seen = packed_offsets
     args = make_args(tuple(tuned.args), 0)
     res = tuned.time_evaluator(number=1, repeat=4, arg_offsets=NUMPY_OFFSETS,
                                placement=(48, 0, 16))(*args)
