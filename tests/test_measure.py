@@ -260,10 +260,11 @@ def test_a_clearly_slower_candidate_gets_one_repeat(runner, mm):
     runner.run([runner_input(tuned, ref)])  # the worker started and the reference computed
     t0 = time.perf_counter()
     (r,) = runner.run([runner_input(tuned, ref, config=cfg, screen_above_secs=1e-9)])
-    # one repeat: every repeat would take 60 x 200 ms = 12 s of timing alone; half of it is
-    # the bound (a CI machine loaded by Ray and PostgreSQL tests took up to 1.95 s and more
-    # for one repeat of 50 ms, with the call's start)
-    assert time.perf_counter() - t0 < 6
+    # one repeat: every repeat would take 60 x 200 ms = 12 s of timing alone, on any machine
+    # however loaded; the bound stays below that (a CI machine loaded by Ray and PostgreSQL
+    # tests took up to 1.95 s and more for one repeat of 50 ms, with the call's start, and a
+    # 2-vCPU machine running tuning tests beside it 6.2 s)
+    assert time.perf_counter() - t0 < 10
     assert r.ok and r.screened and not r.aborted_early and len(r.run_secs) == 1
     (kept,) = runner.run([runner_input(tuned, ref, screen_above_secs=10.0)])
     assert kept.ok and not kept.screened and len(kept.run_secs) == FAST.repeat
