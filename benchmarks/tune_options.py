@@ -31,7 +31,9 @@ from looptune.target import Target  # noqa: E402
 from looptune.te.ops import OPS, workload  # noqa: E402
 from looptune.te.ops.baseline import baseline  # noqa: E402
 from looptune.tune import EvaluatorConfig, TaskScheduler, compile_tir, defaults, tune_tir  # noqa: E402
+from looptune.tune.schedule_rule import ScheduleRule  # noqa: E402
 from looptune.tune.search_strategy.evolutionary import EvolutionarySearch  # noqa: E402
+from looptune.tune.space_generator import PostOrderApply  # noqa: E402
 
 # name -> (multi-level-tiling parameters, EvolutionarySearch parameters), over the defaults
 OPTIONS = {
@@ -42,14 +44,13 @@ OPTIONS = {
     "spaces:ranked": ({}, {"space_floor_share": None}),  # the model ranks all spaces at once
     "spaces:even": ({}, {"space_floor_share": 1.0}),
 }
-TILING = dict(next(p for r, p in defaults.DEFAULT_RULES["cpu"] if r == "multi-level-tiling"))
 
 
-def set_tiling(params: dict) -> None:
-    for rule, p in defaults.DEFAULT_RULES["cpu"]:
-        if rule == "multi-level-tiling":
-            p.clear()
-            p.update({**TILING, **params})
+def space_with(tiling: dict) -> PostOrderApply:
+    """The default CPU rules, multi-level tiling's parameters overridden by `tiling`."""
+    return PostOrderApply(sch_rules=[
+        ScheduleRule.create(name, **({**opts, **tiling} if name == "multi-level-tiling" else opts))
+        for name, opts in defaults.DEFAULT_RULES["cpu"]])
 
 
 def main():
@@ -72,13 +73,13 @@ def main():
     mods, spread = {}, {}
     for option in args.options:
         tiling, search = OPTIONS[option]
-        set_tiling(tiling)
         for seed in args.seeds:
             t0 = time.time()
             strategy = EvolutionarySearch(**search)
             db = tune_tir(func, target, tempfile.mkdtemp(), max_trials_global=args.trials,
                           seed=seed, evaluator=EvaluatorConfig(num_threads=1), progress=False,
-                          task_scheduler=TaskScheduler.create("gradient"), strategy=strategy)
+                          task_scheduler=TaskScheduler.create("gradient"), strategy=strategy,
+                          space=space_with(tiling))
             mods[(option, seed)] = compile_tir(db, func, target)
             spread[(option, seed)] = [
                 (strategy.space_trials[i],
@@ -89,7 +90,6 @@ def main():
                   f"{time.time() - t0:.0f} s; trials (best ms) per space: " + ", ".join(
                       f"{n} ({b or float('nan'):.3f})" for n, b in spread[(option, seed)]),
                   flush=True)
-    set_tiling({})
     rng = np.random.default_rng(0)
     inputs = [rng.uniform(-1, 1, t.shape).astype("float32") for t in tensors[:-1]]
     label, lib = baseline(op, inputs, {**OPS[op].defaults, **shape}, threads=1)

@@ -283,7 +283,8 @@ class PanelsFastBuilder(FakeBuilder):
 
     def build(self, inputs):
         from dataclasses import replace
-        return [replace(res, artifact=repr(float(res.artifact) + (0 if _copies(inp.func) else 1e-3)))
+        return [replace(res, artifact=repr(float(res.artifact) + (0 if _copies(inp.func)
+                                                                  else 1e-3)))
                 for inp, res in zip(inputs, super().build(inputs))]
 
 

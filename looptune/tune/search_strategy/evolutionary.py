@@ -375,9 +375,8 @@ class EvolutionarySearch(SearchStrategy):
         """The record's schedule as a point of the design space it was sampled from (so
         that its mutants stay there), or of its own trace if no space of this task's has
         its steps (a record of older rules)."""
-        space = DesignSpace(rec.trace)
-        space = self.spaces[self._space_of[space.structure]] if space.structure in \
-            self._space_of else space
+        i = self._space_of.get(rec.trace.structure())
+        space = self.spaces[i] if i is not None else DesignSpace(rec.trace)
         return self._try(lambda: replay(space, self.context.func, self._seed(),
                                         decisions=space.decisions_of(rec.trace)))
 
