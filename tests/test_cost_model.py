@@ -233,7 +233,8 @@ def test_models_rank_real_measurements(tmp_path):
     db, runner = MemoryDatabase(), Runner.create("local")
     try:
         TaskScheduler.create("round-robin").tune(
-            [TuneContext(func, "cpu", seed=0)], max_trials_global=150, max_trials_per_task=None,
+            [TuneContext(func, "cpu", seed=0, search_strategy="replay-trace")],
+            max_trials_global=150, max_trials_per_task=None,
             num_trials_per_iter=50, builder=Builder.create("local"), runner=runner, database=db,
             evaluator=EvaluatorConfig(num_threads=1, repeat=3), abort_ratio=math.inf,
             progress=False)
