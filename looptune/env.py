@@ -7,6 +7,9 @@ from pathlib import Path
 
 # CC: the C compiler (default: cc). LOOPTUNE_CACHE_DIR: where compiled kernels are cached
 # (default: ~/.cache/looptune). LOOPTUNE_CFLAGS: extra flags appended to every compile.
+# LOOPTUNE_HOST_ISA: "avx2" makes an AVX-512 machine pass for an AVX2 one (its features
+# without AVX-512 and AMX, 256-bit vectors, 16 registers): every Target("cpu"), build, record
+# and check is then what an AVX2 machine gets, apart from caches and clock.
 
 
 def cc() -> str:
@@ -22,3 +25,8 @@ def cache_dir() -> Path:
 
 def extra_cflags() -> list[str]:
     return os.environ.get("LOOPTUNE_CFLAGS", "").split()
+
+
+def host_isa() -> str:
+    """LOOPTUNE_HOST_ISA: "" (this machine as it is) or "avx2"."""
+    return os.environ.get("LOOPTUNE_HOST_ISA", "").strip().lower()

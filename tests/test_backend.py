@@ -17,7 +17,8 @@ from looptune.backend import Backend, CPUBackend
 from looptune.backend.cpu import isa_flags
 from looptune.error import BuildError
 from looptune.runtime import compiler
-from looptune.target import Target, host
+from looptune.target import Target, TargetError, host
+from looptune.target.target import detected
 
 pytestmark = pytest.mark.cc
 X86 = host().arch == "x86_64"
@@ -62,9 +63,9 @@ def test_a_backend_per_target_kind():
 
 
 def test_the_host_is_built_native_another_isa_with_its_own_flags():
-    assert isa_flags(host()) == ["-march=native"]
-    if X86:
-        flags = isa_flags(narrower(host()))
+    assert isa_flags(detected()) == ["-march=native"]
+    if X86 and detected().has("avx"):
+        flags = isa_flags(narrower(detected()))
         assert "-march=native" not in flags and "-march=x86-64" in flags
         assert not any(f.startswith("-mavx512") for f in flags)
 
@@ -90,6 +91,45 @@ def test_two_isas_are_two_cache_entries_and_the_narrower_has_no_wide_vectors(cac
         asm = subprocess.run([objdump, "-d", str(mods[1].lib_path)], capture_output=True,
                              text=True).stdout
         assert reg not in asm  # the narrower target's code has no wide vectors
+
+
+@pytest.fixture
+def host_isa(monkeypatch):
+    """Set LOOPTUNE_HOST_ISA for one test (host() is cached: cleared before and after)."""
+    def set_to(value):
+        monkeypatch.setenv("LOOPTUNE_HOST_ISA", value)
+        host.cache_clear()
+    yield set_to
+    monkeypatch.delenv("LOOPTUNE_HOST_ISA", raising=False)
+    host.cache_clear()
+
+
+@pytest.mark.skipif(not (detected().has("avx2") and detected().has("fma")),
+                    reason="narrowing to AVX2 needs a machine with AVX2 and FMA")
+def test_the_host_narrowed_to_avx2_builds_and_runs_what_an_avx2_machine_gets(cache, host_isa):
+    host_isa("avx2")
+    t = Target.create("cpu")
+    assert t.has("avx2") and t.has("fma") and t.vector_bits == 256 and t.vector_registers == 16
+    assert not [f for f in t.features if f.startswith(("avx512", "amx"))]
+    assert t.model == detected().model and t.cores == detected().cores
+    if detected().has("avx512f"):  # -march=native would let GCC use AVX-512 anyway
+        assert "-march=native" not in isa_flags(t) and "-mavx2" in isa_flags(t)
+    mod = Backend.for_target("cpu").build(axpy(), num_threads=1)
+    run(mod)
+    assert "avx512f" not in compiler.read_meta(mod.lib_path)["isa"]["features"]
+    objdump = shutil.which("objdump")
+    if objdump:
+        asm = subprocess.run([objdump, "-d", str(mod.lib_path)], capture_output=True,
+                             text=True).stdout
+        assert "%ymm" in asm and "%zmm" not in asm
+
+
+def test_a_host_isa_looptune_cannot_narrow_to_is_refused(host_isa):
+    host_isa("sse9")
+    with pytest.raises(TargetError, match="LOOPTUNE_HOST_ISA='sse9' is not an ISA.*avx2"):
+        Target.create("cpu")
+    host_isa("native")
+    assert Target.create("cpu") == detected()
 
 
 @pytest.mark.skipif(not X86, reason="the ISA names below are x86's")

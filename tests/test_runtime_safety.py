@@ -320,7 +320,10 @@ COMPILES = {  # one compile in the calling thread; two units of a library in oth
 
 
 def start_compile(slow_cc, tmp_path, mark, what="shared") -> subprocess.Popen:
-    code = (f"import os; os.environ['CC'] = {str(slow_cc)!r}; "
+    # Ctrl-C as at a terminal, also where this test runs in a background job (which starts
+    # with SIGINT ignored, and a Python started so keeps it ignored)
+    code = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            f"import os; os.environ['CC'] = {str(slow_cc)!r}; "
             f"os.environ['LOOPTUNE_CACHE_DIR'] = {str(tmp_path / 'cache')!r}; "
             f"{COMPILES[what]}  # {mark}")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -12,6 +12,7 @@ from ..runtime.compiler import CFLAGS, compile_library, compile_shared, object_o
     workaround_flags
 from ..runtime.module import Module
 from ..target import host
+from ..target.target import detected
 from .base import Artifact, Backend, Source
 
 # /proc/cpuinfo's name of an x86 extension -> GCC's -m option for it
@@ -32,7 +33,7 @@ GCC_X86 = {
 
 def isa_flags(target) -> list:
     """The compiler flags that select the Target's ISA."""
-    if target.same_isa(host()):
+    if target.same_isa(detected()):
         return ["-march=native"]  # this machine: its ISA, tuned for this CPU
     if target.arch == "x86_64":
         return ["-march=x86-64", "-mtune=generic"] + [

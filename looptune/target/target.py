@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -231,9 +231,34 @@ def _size(text: str) -> int:
         return 0
 
 
+# What LOOPTUNE_HOST_ISA may narrow this machine to: name -> (the extensions it drops, by
+# prefix; its vector width)
+HOST_ISAS = {"avx2": (("avx512", "amx"), 256)}
+
+
 @lru_cache(maxsize=1)
 def host() -> Target:
-    """This machine, read from /proc/cpuinfo and /sys (with portable fallbacks)."""
+    """This machine: `detected()`, narrowed by LOOPTUNE_HOST_ISA where it is set ("avx2": an
+    AVX-512 machine passing for an AVX2 one, to run what an AVX2 machine runs)."""
+    from .. import env
+    real, name = detected(), env.host_isa()
+    if name in ("", "native"):
+        return real
+    if name not in HOST_ISAS:
+        raise TargetError(f"LOOPTUNE_HOST_ISA={name!r} is not an ISA looptune can narrow this "
+                          f"machine to; use one of {sorted(HOST_ISAS)}, or unset it")
+    drop, bits = HOST_ISAS[name]
+    if not real.has(name) or (name == "avx2" and not real.has("fma")):
+        raise TargetError(f"LOOPTUNE_HOST_ISA={name!r}: this machine ({real.model or real.arch}) "
+                          f"does not have {name}; unset LOOPTUNE_HOST_ISA")
+    return replace(real, features=tuple(f for f in real.features if not f.startswith(drop)),
+                   vector_bits=min(bits, real.vector_bits))
+
+
+@lru_cache(maxsize=1)
+def detected() -> Target:
+    """This machine as /proc/cpuinfo and /sys describe it (with portable fallbacks), whatever
+    LOOPTUNE_HOST_ISA says: what `-march=native` builds for."""
     info = _read("/proc/cpuinfo")
     flags, model = set(), platform.processor()
     for line in info.splitlines():
