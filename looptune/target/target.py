@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
 
+from .. import env
+
 _VECTOR_FEATURES = (("avx512f", 512), ("avx2", 256), ("avx", 256), ("sse2", 128), ("neon", 128),
                     ("asimd", 128))
 _KEY_FEATURES = ("avx512f", "avx2", "fma", "avx", "sse4_2", "neon", "asimd")
@@ -240,7 +242,6 @@ HOST_ISAS = {"avx2": (("avx512", "amx"), 256)}
 def host() -> Target:
     """This machine: `detected()`, narrowed by LOOPTUNE_HOST_ISA where it is set ("avx2": an
     AVX-512 machine passing for an AVX2 one, to run what an AVX2 machine runs)."""
-    from .. import env
     real, name = detected(), env.host_isa()
     if name in ("", "native"):
         return real
@@ -250,7 +251,8 @@ def host() -> Target:
     drop, bits = HOST_ISAS[name]
     if not real.has(name) or (name == "avx2" and not real.has("fma")):
         raise TargetError(f"LOOPTUNE_HOST_ISA={name!r}: this machine ({real.model or real.arch}) "
-                          f"does not have {name}; unset LOOPTUNE_HOST_ISA")
+                          f"does not have {name}{' with FMA' if name == 'avx2' else ''}; unset "
+                          "LOOPTUNE_HOST_ISA")
     return replace(real, features=tuple(f for f in real.features if not f.startswith(drop)),
                    vector_bits=min(bits, real.vector_bits))
 
