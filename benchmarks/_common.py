@@ -36,9 +36,12 @@ def avx2_target():
 def fresh_kernel_cache() -> str:
     """Compile into a new, empty kernel cache, so that tuning time counts every compile (a
     cache kept from an earlier run with the same seed would make trials look cheap)."""
+    import atexit
+    import shutil
     import tempfile
     d = tempfile.mkdtemp(prefix="looptune-bench-cache-")
     os.environ["LOOPTUNE_CACHE_DIR"] = d
+    atexit.register(shutil.rmtree, d, True)  # a benchmark's kernels take 0.5-1.6 GB
     return d
 
 

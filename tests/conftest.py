@@ -32,10 +32,20 @@ def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+_OWN_CACHE = []  # the kernel cache this process made for the session (removed at its end)
+
+
 def pytest_configure(config):
-    if "LOOPTUNE_CACHE_DIR" not in os.environ:
+    if "LOOPTUNE_CACHE_DIR" not in os.environ:  # xdist's workers inherit the controller's
         import tempfile
         os.environ["LOOPTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="looptune-test-cache-")
+        _OWN_CACHE.append(os.environ["LOOPTUNE_CACHE_DIR"])
+
+
+def pytest_unconfigure(config):
+    # a session's kernels (0.3-0.6 GB) were left behind in the temp folder by every run
+    for d in _OWN_CACHE:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -102,6 +102,9 @@ def test_ray_results_equal_the_local_runners(cluster):
     local_built, local = measure(FaultyLocal(), LocalRunner(timeout_s=2.0), func, inputs)
     with RayRunner(timeout_s=2.0) as runner:
         ray_built, remote = measure(FaultyRay(), runner, func, inputs)
+        dirs = [d.info["dir"] for d in runner._devices]
+        assert dirs and all(os.path.isdir(d) for d in dirs)
+    assert not [d for d in dirs if os.path.exists(d)]  # the actors removed their kernels
     expect = {None: None, "wrong": "wrong_result", "segfault": "run_error",
               "hang": "run_timeout", "compile_error": "build_error"}
     assert [r.error_class for r in local] == [expect[k] for k in kinds]
@@ -176,6 +179,10 @@ def test_a_killed_device_worker_loses_no_trial(cluster, tmp_path):
     assert killed, "no device was ever busy"
     assert runner.requeued >= 1  # its candidate went to another device
     _accounted_once(records, 8)
+    # the killed actor left its kernels' folder; the next actor to start on the node removes it
+    from looptune.tune.runner.ray import _remove_orphans
+    _remove_orphans()
+    assert not os.path.exists(killed[0]["dir"])
 
 
 def test_a_removed_node_loses_no_trial_and_a_new_node_is_used(cluster, tmp_path):

@@ -147,3 +147,30 @@ def test_a(sch):
 '''
     assert skips_for_missing_features(src, "t.py") == [
         "t.py:4: 'tiling is not there yet'", "t.py:7: 'GPU lowering is not there yet: '"]
+
+
+def test_a_test_session_removes_its_kernel_cache(tmp_path):
+    """Every session compiles into a cache of its own (0.3-0.6 GB for the suite); 851 of them
+    had piled up in one machine's temp folder before the session removed its own."""
+    import os
+    import subprocess
+    import sys
+    (tmp_path / "test_one.py").write_text(
+        "import os\n\ndef test_cache():\n"
+        "    d = os.environ['LOOPTUNE_CACHE_DIR']\n"
+        "    assert os.path.isdir(d)\n"
+        "    open(os.path.join(d, 'kernel.so'), 'w').write('x')\n")
+    (tmp_path / "conftest.py").write_text(  # the suite's session hooks
+        "import importlib.util\n"
+        f"s = importlib.util.spec_from_file_location('suite', {str(TESTS / 'conftest.py')!r})\n"
+        "m = importlib.util.module_from_spec(s)\ns.loader.exec_module(m)\n"
+        "pytest_configure = m.pytest_configure\n"
+        "pytest_unconfigure = getattr(m, 'pytest_unconfigure', lambda config: None)\n")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "LOOPTUNE_CACHE_DIR"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           str(tmp_path / "test_one.py")], cwd=tmp_path, capture_output=True,
+                          text=True, env={**env, "TMPDIR": str(temp)}, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not list(temp.glob("looptune-test-cache-*"))

@@ -29,6 +29,8 @@ from .local import LocalRunner
 
 KEEP_LIBRARIES = 256  # kernels an actor keeps on its node's disk (the newest)
 MAX_HELLO_FAILURES = 5  # device actors that die before they start, in a row: a broken node
+DIR_PREFIX = "looptune-device-"  # + the actor's pid: an actor's kernels on its node's disk
+CLEAN_UP_S = 5.0  # how long close() waits for the actors to remove their kernels' folders
 
 
 class DeviceActor:
@@ -38,15 +40,22 @@ class DeviceActor:
     def __init__(self, timeout_s: float, check_rtol: float, check_atol: float):
         self.runner = LocalRunner(timeout_s=timeout_s, check_rtol=check_rtol,
                                   check_atol=check_atol)
-        self.dir = Path(tempfile.mkdtemp(prefix="looptune-device-"))
+        _remove_orphans()
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-"))
         atexit.register(shutil.rmtree, self.dir, True)
         self.placed: OrderedDict = OrderedDict()  # sha256 of a library -> its path here
 
     def hello(self) -> dict:
-        """Who measures: this process, its node and the machine's fingerprint."""
+        """Who measures: this process, its node, the machine's fingerprint and the folder
+        that holds the kernels it is sent."""
         import ray
         return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(),
-                "machine": machine_fingerprint()}
+                "machine": machine_fingerprint(), "dir": str(self.dir)}
+
+    def clean_up(self) -> None:
+        """Remove the kernels' folder (ray.kill ends the process without its atexit)."""
+        self.runner.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def measure(self, inp, files: dict, ref_files: dict | None) -> RunnerResult:
         ref = None if ref_files is None else (str(self._place(ref_files)), inp.reference[1])
@@ -62,6 +71,25 @@ class DeviceActor:
                 shutil.rmtree(self.dir / old, ignore_errors=True)
         self.placed.move_to_end(key)
         return self.placed[key]
+
+
+def _remove_orphans() -> None:
+    """Remove the kernels' folders of this node's actors that died without cleaning up
+    (killed with their node, or by a fault): their folder names hold their pid."""
+    for d in Path(tempfile.gettempdir()).glob(f"{DIR_PREFIX}*-*"):
+        pid = d.name[len(DIR_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 @dataclass(eq=False)
@@ -104,7 +132,7 @@ class RayRunner(Runner):
         self._cluster_devices = 0      # devices the cluster offers, when last counted
 
     def devices(self) -> list:
-        """The started device actors: {"pid", "node", "machine", "busy"} each."""
+        """The started device actors: {"pid", "node", "machine", "dir", "busy"} each."""
         return [{**d.info, "busy": d.busy} for d in list(self._devices)]
 
     def run(self, inputs: list) -> list:
@@ -168,7 +196,13 @@ class RayRunner(Runner):
     def close(self) -> None:
         if self._devices or self._starting:
             ray = connect(self.address)
-            for handle in [d.handle for d in self._devices] + list(self._starting.values()):
+            handles = [d.handle for d in self._devices] + list(self._starting.values())
+            try:  # each actor removes its kernels' folder (best effort: one may be lost)
+                ray.wait([h.clean_up.remote() for h in handles], num_returns=len(handles),
+                         timeout=CLEAN_UP_S)
+            except Exception:  # noqa: BLE001 - a dead actor or node: nothing to clean there
+                pass
+            for handle in handles:
                 ray.kill(handle)
         self._devices, self._starting = [], {}
         self._files.clear()
