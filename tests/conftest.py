@@ -1,6 +1,7 @@
 """Test tiers: pure Python (no marker), `cc` (needs a C compiler), `gpu` (needs an NVIDIA
 GPU), `browser` (needs a headless Chromium); `slow` tests are skipped when CI=true. Kernels
-compiled by tests go to a per-session cache directory unless LOOPTUNE_CACHE_DIR is set."""
+compiled by tests go to a per-session cache directory, removed when the session ends, unless
+LOOPTUNE_CACHE_DIR is set."""
 from __future__ import annotations
 
 import os
