@@ -22,15 +22,12 @@ def cpu_name() -> str:
 def avx2_target():
     """This machine's Target without AVX-512: 256-bit vectors and 16 vector registers, as on
     an AVX2 CPU (it runs here; only caches and clock stay this machine's)."""
-    import dataclasses
-
-    from looptune.target import Target
-    host = Target.create("cpu")
-    if not host.has("avx2") or not host.has("fma"):
-        raise SystemExit(f"--isa avx2 needs a CPU with AVX2 and FMA; this one is {host}")
-    return dataclasses.replace(host, features=tuple(f for f in host.features
-                                                    if not f.startswith("avx512")),
-                               vector_bits=256)
+    from looptune.target import Target, TargetError
+    from looptune.target.target import narrowed
+    try:
+        return narrowed(Target.create("cpu"), "avx2")
+    except TargetError as e:
+        raise SystemExit(f"--isa avx2: {e}") from None
 
 
 def fresh_kernel_cache() -> str:

@@ -233,28 +233,37 @@ def _size(text: str) -> int:
         return 0
 
 
-# What LOOPTUNE_HOST_ISA may narrow this machine to: name -> (the extensions it drops, by
-# prefix; its vector width)
-HOST_ISAS = {"avx2": (("avx512", "amx"), 256)}
+# The ISAs a machine can be narrowed to (LOOPTUNE_HOST_ISA, `narrowed`): name -> (the
+# extensions it needs, those it drops by prefix, its vector width)
+NARROW_ISAS = {"avx2": (("avx2", "fma"), ("avx512", "amx"), 256)}
+
+
+def narrowed(target: Target, isa: str) -> Target:
+    """`target` passing for a machine of the narrower `isa` (NARROW_ISAS): its extensions
+    above that ISA dropped, its vectors that wide; cores, caches and model stay its own."""
+    if isa not in NARROW_ISAS:
+        raise TargetError(f"{isa!r} is not an ISA looptune can narrow a machine to; use one of "
+                          f"{sorted(NARROW_ISAS)}")
+    needs, drop, bits = NARROW_ISAS[isa]
+    missing = [f for f in needs if not target.has(f)]
+    if missing:
+        raise TargetError(f"{isa!r}: {target.model or target.arch} lacks {', '.join(missing)}, "
+                          f"so it cannot pass for an {isa} machine")
+    return replace(target, features=tuple(f for f in target.features if not f.startswith(drop)),
+                   vector_bits=min(bits, target.vector_bits))
 
 
 @lru_cache(maxsize=1)
 def host() -> Target:
     """This machine: `detected()`, narrowed by LOOPTUNE_HOST_ISA where it is set ("avx2": an
     AVX-512 machine passing for an AVX2 one, to run what an AVX2 machine runs)."""
-    real, name = detected(), env.host_isa()
+    name = env.host_isa()
     if name in ("", "native"):
-        return real
-    if name not in HOST_ISAS:
-        raise TargetError(f"LOOPTUNE_HOST_ISA={name!r} is not an ISA looptune can narrow this "
-                          f"machine to; use one of {sorted(HOST_ISAS)}, or unset it")
-    drop, bits = HOST_ISAS[name]
-    if not real.has(name) or (name == "avx2" and not real.has("fma")):
-        raise TargetError(f"LOOPTUNE_HOST_ISA={name!r}: this machine ({real.model or real.arch}) "
-                          f"does not have {name}{' with FMA' if name == 'avx2' else ''}; unset "
-                          "LOOPTUNE_HOST_ISA")
-    return replace(real, features=tuple(f for f in real.features if not f.startswith(drop)),
-                   vector_bits=min(bits, real.vector_bits))
+        return detected()
+    try:
+        return narrowed(detected(), name)
+    except TargetError as e:
+        raise TargetError(f"LOOPTUNE_HOST_ISA={e}; or unset it") from None
 
 
 @lru_cache(maxsize=1)
