@@ -9,11 +9,12 @@ same candidate, and the best kernel of the set. A set is better for tuning only 
 more compile time than its kernels lose.
 
     python benchmarks/compile_options.py [--workloads conv2d "matmul 512"] [--trials 64]
-        [--sets "gcc -O3" "gcc -O2" ...] [--json out.json]
+        [--sets "gcc -O3" "gcc -O2" ...] [--isa avx2] [--json out.json]
 
 A set is "<compiler> <flags>": the compiler is gcc or clang, the flags replace the
 optimization level of looptune's own (-O3 and the rest of runtime.compiler.CFLAGS, with the
-Target's ISA flags).
+Target's ISA flags). A set may tune for another CPU (`gcc -O3 -mtune=znver3`: the last
+-mtune wins). `--isa avx2` builds for this machine without AVX-512, as tune_kernels.py's.
 """
 from __future__ import annotations
 
@@ -41,21 +42,22 @@ from looptune.te.ops import workload  # noqa: E402
 from looptune.tune import EvaluatorConfig, tune_tir  # noqa: E402
 
 WORKLOADS = {"matmul 512": ("matmul", dict(M=512, N=512, K=512)),
+             "matmul_add 1024": ("matmul_add", dict(M=1024, N=1024, K=1024)),
              "conv2d": ("conv2d", {})}
 SETS = ["gcc -O3", "gcc -O3", "gcc -O3 -fno-tree-pre -fno-predictive-commoning", "gcc -O2",
         "gcc -O2 -fno-tree-pre -fno-gcse -fno-code-hoisting", "gcc -O1", "clang -O3",
         "clang -O2"]
 
 
-def candidates(name: str, trials: int, seed: int) -> list:
+def candidates(name: str, trials: int, seed: int, target) -> list:
     """The backend Sources of the candidates a default search measured (successfully)."""
     op, shape = WORKLOADS[name]
     func = te.create_prim_func(workload(op, **shape)[0])
     _common.fresh_kernel_cache()
     work = tempfile.mkdtemp(prefix="compile-options-")
-    db = tune_tir(func, "cpu", work, max_trials_global=trials, num_trials_per_iter=64,
+    db = tune_tir(func, target, work, max_trials_global=trials, num_trials_per_iter=64,
                   seed=seed, evaluator=EvaluatorConfig(num_threads=1), progress=False)
-    backend = Backend.for_target("cpu")
+    backend = Backend.for_target(target)
     out = []
     for rec in db.get_all_tuning_records():
         if rec.ok:
@@ -110,16 +112,19 @@ def main():
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sets", nargs="+", default=SETS)
+    ap.add_argument("--isa", choices=["native", "avx2"], default="native",
+                    help="avx2: build for this machine without AVX-512 (see tune_kernels.py)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    backend = Backend.for_target("cpu")
+    target = _common.avx2_target() if args.isa == "avx2" else Target.create("cpu")
+    backend = Backend.for_target(target)
     sets = [s for s in args.sets if shutil.which(s.split()[0])]
     for s in set(args.sets) - set(sets):
         print(f"skipping {s!r}: {s.split()[0]} is not installed")
-    print(f"CPU: {_common.cpu_name()}; one thread")
+    print(f"CPU: {_common.cpu_name()}; building for {target}; one thread")
     rows, raw = [], []
     for name in args.workloads:
-        sources = candidates(name, args.trials, args.seed)
+        sources = candidates(name, args.trials, args.seed, target)
         print(f"{name}: {len(sources)} candidates, sources "
               f"{min(len(s.text) for s in sources) // 1024}-"
               f"{max(len(s.text) for s in sources) // 1024} KB")
@@ -148,7 +153,7 @@ def main():
     _common.print_table(f"Compiling the candidates of {args.trials} trials, one at a time "
                         "(ratios < 1: faster than the first set)", rows, cols)
     _common.write_json(args.json, {"benchmark": "compile_options", "cpu": Target.create("cpu").model,
-                                   "trials": args.trials, "rows": rows, "raw": raw})
+                                   "isa": str(target), "trials": args.trials, "rows": rows, "raw": raw})
 
 
 if __name__ == "__main__":

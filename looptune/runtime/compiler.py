@@ -22,6 +22,7 @@ from .files import atomic_write, locked, sha256_file
 CFLAGS = (
     "-O3",                   # full optimization, including the loop vectorizer
     "-march=native",         # this host's ISA; backend.cpu puts a Target's own ISA here
+    "-mtune=generic",        # scheduled for no CPU in particular (backend.cpu.isa_flags: why)
     "-fopenmp",              # parallel loops and `omp simd`
     "-fPIC", "-shared",      # a loadable shared library
     "-std=gnu11",            # C11 plus GCC vector extensions
