@@ -9,7 +9,8 @@ baseline / ours for each, with how the trials spread over the design spaces.
 Settings (OPTIONS): `read:*`, which inputs multi-level tiling copies per tile
 (`read_operands`; measured on Zen 4 as AVX2 and natively, docs/figures/read_operands_zen4.json:
 the default became ("vector",)); `spaces:*`, how EvolutionarySearch shares each batch among
-the design spaces (`space_floor_share`, `space_focus`).
+the design spaces (`space_floor_share`, `space_focus`); `prefetch:*`, whether a row tile
+prefetches what the next one reads in place (multi-level tiling's `prefetch`).
 """
 from __future__ import annotations
 
@@ -43,6 +44,9 @@ OPTIONS = {
     "spaces:shared": ({}, {}),  # the defaults
     "spaces:ranked": ({}, {"space_floor_share": None}),  # the model ranks all spaces at once
     "spaces:even": ({}, {"space_floor_share": 1.0}),
+    "prefetch:none": ({"prefetch": ()}, {}),         # no software prefetch
+    "prefetch:always": ({"prefetch": (1,)}, {}),     # every row tile prefetches the next one's
+    "prefetch:searched": ({"prefetch": (0, 1)}, {}),  # the search decides per candidate
 }
 
 

@@ -10,7 +10,7 @@ import re
 from ..error import BuildError
 from ..tir import dtype as dt
 from ..tir.buffer import Buffer
-from ..tir.expr import (INDEX_CHECK_OP, Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm,
+from ..tir.expr import (INDEX_CHECK_OP, PREFETCH_OP, Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm,
                         Not, Ramp, Select, Var)
 from ..tir.func import PrimFunc
 from ..tir.printer import Names
@@ -186,6 +186,8 @@ class CStyleRenderer:
         return f"({self.expr(e.cond, 4)} ? {t} : {f})"
 
     def call(self, e: Call) -> str:
+        if e.op == PREFETCH_OP:  # read soon, keep in every cache level
+            return f"__builtin_prefetch(&{self.expr(e.args[0])}, 0, 3)"
         args = [self.expr(a) for a in e.args]
         if e.op == INDEX_CHECK_OP:
             # a dialect with no error path (CUDA) reads a safe element; CPU C reports (c.py)

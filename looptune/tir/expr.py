@@ -158,6 +158,9 @@ class Call(PrimExpr):
 # Call(INDEX_CHECK_OP, (index, size, wrap, site)): `index` checked against an axis of `size`
 # (codegen/passes/check_index.py makes them, for indices loaded from memory)
 INDEX_CHECK_OP = "lt_check_index"
+# Call(PREFETCH_OP, (BufferLoad,)): fetch the cache line of that element ahead of its use, a
+# hint without effect on results (codegen/passes/prefetch.py makes them, in compiled C only)
+PREFETCH_OP = "lt_prefetch"
 
 
 @_node

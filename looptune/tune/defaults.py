@@ -93,6 +93,7 @@ def _kind(target) -> str:
 # that apply to it): tile sizes matter most on CPUs and GPUs.
 DEFAULT_MUTATOR_PROBS = {
     "cpu": {"tile-size": 0.9, "compute-location": 0.05, "unroll": 0.03, "parallel": 0.02},
+    # (with multi-level tiling's `prefetch` enabled, add "prefetch" here: MutatePrefetch)
     "cuda": {"tile-size": 0.9, "unroll": 0.08, "thread-binding": 0.02},
 }
 

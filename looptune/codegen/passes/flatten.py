@@ -7,7 +7,7 @@ from ...tir.buffer import Buffer
 from ...tir.expr import BufferLoad, IntImm, binary, const
 from ...tir.func import PrimFunc
 from ...tir.functor import map_children, transform
-from ...tir.stmt import Allocate, BufferStore, For, IfThenElse, SeqStmt, seq
+from ...tir.stmt import Allocate, BufferStore, Evaluate, For, IfThenElse, SeqStmt, seq
 from .common import inside
 
 
@@ -49,6 +49,8 @@ def flatten(func: PrimFunc) -> PrimFunc:
             simp = Simplifier(dom)
             b = s.buffer
             return BufferStore(bmap[b], exprs(s.value, simp), (_offset(b, s.indices, simp),))
+        if isinstance(s, Evaluate):
+            return Evaluate(exprs(s.value, Simplifier(dom)))
         return map_children(s, lambda x: walk(x, dom))
 
     def exprs(e, simp):

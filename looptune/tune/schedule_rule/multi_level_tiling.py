@@ -18,6 +18,7 @@ finished by the rewrite-cooperative-fetch postprocessor (see there for why).
 """
 from __future__ import annotations
 
+from ...codegen.passes.prefetch import PREFETCH
 from ...schedule import ScheduleError
 from .analysis import (channel_vector_axis, has_reuse, is_elementwise, loop_kinds,
                        vector_reads)
@@ -41,6 +42,7 @@ def _moved_last(ndim: int, axis: int) -> list:
 
 
 TILED = "meta_schedule.tiling_structure"
+PREFETCH_DISTANCES = (0, 1)  # row tiles ahead (0: no prefetch), for prefetch=PREFETCH_DISTANCES
 COOPERATIVE_FETCH = "meta_schedule.cooperative_fetch"  # value: the vector length of the copy
 
 
@@ -55,7 +57,8 @@ class MultiLevelTiling(ScheduleRule):
                  write_levels=(1, 2), write_scope: str = "local", read_levels=(),
                  tile_sampler: str = "partitioned", *, tile_binds=(), read_scope: str = "global",
                  write_reuse: str = "may", vector_load_lens=(), channel_vectors: bool = False,
-                 max_innermost_reduction: int | None = None, read_operands=("all",)):
+                 max_innermost_reduction: int | None = None, read_operands=("all",),
+                 prefetch=()):
         """max_innermost_factor None: 4 x the target's float32 vector lanes.
         max_innermost_reduction: the same limit for reduction loops (the reduction steps
         between two loads and stores of the register tile; None: max_innermost_factor), which
@@ -75,7 +78,10 @@ class MultiLevelTiling(ScheduleRule):
         where the innermost loop is a poor vector axis and another is a good one
         (analysis.channel_vector_axis: a stride-2 conv's x and its output channel k), also
         offer spaces with that loop innermost, its weight copied per tile into a panel with
-        that axis last, and the accumulators stored likewise."""
+        that axis last, and the accumulators stored likewise. prefetch (CPU): the distances
+        (in row tiles) the search picks from for prefetching the inputs read in place
+        (see _prefetch; e.g. PREFETCH_DISTANCES; empty, the default: no prefetch and no
+        decision. Off because it measured within noise: benchmarks/prefetch_effect.py)."""
         if set(structure) - {"S", "R"} or "S" not in structure:
             raise ValueError(f"structure {structure!r} must be made of S and R")
         if tile_sampler not in ("perfect", "partitioned"):
@@ -101,6 +107,7 @@ class MultiLevelTiling(ScheduleRule):
         self.write_reuse = write_reuse
         self.vector_load_lens = tuple(vector_load_lens)
         self.channel_vectors = channel_vectors
+        self.prefetch = tuple(int(d) for d in prefetch)
 
     def initialize_with_tune_context(self, context) -> None:
         if self.max_innermost_factor is None:
@@ -130,6 +137,7 @@ class MultiLevelTiling(ScheduleRule):
         except ScheduleError:
             return [sch] + variant
         sch.annotate(block, TILED, self.structure)  # later rules leave the tiled block be
+        self._prefetch(sch, groups)
         out = []
         for level in self.write_levels or (None,):
             s = sch.copy()
@@ -175,6 +183,7 @@ class MultiLevelTiling(ScheduleRule):
             try:
                 groups = self._tile(s, block, kinds, last=pos)
                 s.annotate(block, TILED, self.structure)
+                self._prefetch(s, groups)
                 s_groups = [g for c, g in groups if c == "S"]
                 for buf, dim in packs:
                     index = [r.buffer for r in s.get(block).reads].index(buf)
@@ -187,6 +196,18 @@ class MultiLevelTiling(ScheduleRule):
                 continue
             spaces.append(s)
         return spaces
+
+    def _prefetch(self, sch, groups):
+        """CPU: whether each row tile prefetches what the next one reads of the inputs it
+        does not copy (codegen/passes/prefetch.py), a sampled choice on the loops of the
+        third spatial level (the first of them that remains after unit loops are dropped
+        does it)."""
+        s_groups = [g for c, g in groups if c == "S"]
+        if self.tile_binds or not self.prefetch or len(s_groups) < 3 or not s_groups[2]:
+            return
+        ahead = sch.sample_categorical(list(self.prefetch))
+        for loop in s_groups[2]:
+            sch.annotate(loop, PREFETCH, ahead)
 
     def _read_cache(self, sch, block, groups, level: int, only=None):
         """Copy each input (those at the positions `only`) per iteration of the last loop of

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...schedule import Checkpoint, Schedule, ScheduleError, Trace
+from ...codegen.passes.prefetch import PREFETCH
 from ...schedule.trace import map_rvs
 from ...tir.structural import structural_hash
 from ..schedule_rule.parallel_vectorize_unroll import PARALLEL
@@ -16,8 +17,8 @@ UNROLL = "pragma_auto_unroll_max_step"
 
 class DesignSpace:
     """A design-space trace (no postprocessing part) and what each sampling instruction
-    decides: "tile", "compute_location", "unroll", "parallel", "categorical" or "knob" (a
-    template's knob, kept as it is)."""
+    decides: "tile", "compute_location", "unroll", "parallel", "prefetch", "categorical" or
+    "knob" (a template's knob, kept as it is)."""
 
     def __init__(self, trace: Trace, *, name: str = ""):
         self.trace = trace.without_postproc()
@@ -41,7 +42,8 @@ class DesignSpace:
         for later in self.insts[pos + 1:]:
             if later.kind.name == "Annotate" and out in later.inputs:
                 key = later.attrs[0]
-                return {UNROLL: "unroll", PARALLEL: "parallel"}.get(key, "categorical")
+                return {UNROLL: "unroll", PARALLEL: "parallel",
+                        PREFETCH: "prefetch"}.get(key, "categorical")
         return "categorical"
 
     def decisions_of(self, trace: Trace) -> dict:
