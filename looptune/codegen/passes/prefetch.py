@@ -3,9 +3,10 @@ the cache lines that iteration v + d will read from the function's arguments.
 
 Where a register tile broadcasts an operand that is not copied into a packed panel (a
 matmul's A, read in place), each new row tile starts on other pages (rows 4 KB apart in a
-1024-wide matrix), where the hardware prefetchers, which stay within a page, do not reach;
-its loads then wait on L3 (measured: best AVX2 matmul_add 1024 by hand, 23.3 -> 21.5 ms
-median). The search samples d per tiled block (0: none; tune/schedule_rule/multi_level_tiling.py).
+1024-wide matrix), where the hardware prefetchers, which stay within a page, do not reach.
+Multi-level tiling's `prefetch` option lets the search pick d per tiled block (0: none); it
+is off by default, as the same kernels with and without measured within noise on a Zen 4
+(benchmarks/prefetch_effect.py: medians 0.985-1.007).
 
 The region read per iteration is taken per argument from its loads' indices, bounded over
 the loops inside (tir.arith.eval_bound): the rows of every dimension but the last, and the
@@ -22,6 +23,7 @@ from ...tir.arith import Simplifier, const_extent, eval_bound
 from ...tir.expr import PREFETCH_OP, BufferLoad, Call, binary, const
 from ...tir.functor import map_children, substitute, uses_var, visit
 from ...tir.stmt import Evaluate, For, IfThenElse, seq
+from ...tir.structural import structural_equal
 from .common import inside
 
 PREFETCH = "meta_schedule.software_prefetch"  # a loop's annotation: iterations ahead (0: none)
@@ -30,13 +32,14 @@ MAX_LINES = 32  # prefetches per iteration and argument
 
 
 def prefetch_next(body, params) -> object:
-    """`body` with the prefetches its annotated loops ask for (the outermost of nested ones)."""
+    """`body` with the prefetches its annotated serial loops ask for (the outermost of nested
+    ones; a parallel loop's next iteration is another thread's)."""
     params = set(params)
 
     def walk(s, dom):
         if isinstance(s, For):
             d = int(s.annotation(PREFETCH, 0) or 0)
-            if d > 0 and s.extent > d and s.kind in ("serial", "unrolled", "parallel"):
+            if d > 0 and s.extent > d and s.kind in ("serial", "unrolled"):
                 return _with_prefetches(s, d, params, dom)
             inner = inside(dom, s)
             return map_children(s, lambda x: walk(x, inner))
@@ -108,7 +111,6 @@ def _box(index_lists, relax: dict, dom: dict):
 
 
 def _same(a, b) -> bool:
-    from ...tir.structural import structural_equal
     return structural_equal(a[0], b[0]) and structural_equal(a[1], b[1])
 
 
