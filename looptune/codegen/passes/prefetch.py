@@ -52,14 +52,14 @@ def _with_prefetches(loop: For, d: int, params: set, dom: dict) -> For:
     loads = _loads(loop.body, params)
     inner = _inner_ranges(loop.body)
     here = inside(dom, loop)
+    ahead = {loop.loop_var: binary("+", loop.loop_var, const(d, loop.loop_var.dtype))}
     fetches = []
     for buf, index_lists in loads.items():
         box = _box(index_lists, inner, here)
         if box is None or not any(uses_var(lo, {loop.loop_var}) for lo, _ in box):
             continue
-        ahead = {loop.loop_var: binary("+", loop.loop_var, const(d, loop.loop_var.dtype))}
-        fetches += _lines(buf, [(substitute(lo, ahead), n) for lo, n in
-                                ((lo, const_extent(lo, hi, here)) for lo, hi in box)], here)
+        next_box = [(substitute(lo, ahead), const_extent(lo, hi, here)) for lo, hi in box]
+        fetches += _lines(buf, next_box, here)
     if not fetches:
         return loop
     guard = binary("<", loop.loop_var, const(loop.extent - d, loop.loop_var.dtype))
