@@ -10,7 +10,8 @@ Settings (OPTIONS): `read:*`, which inputs multi-level tiling copies per tile
 (`read_operands`; measured on Zen 4 as AVX2 and natively, docs/figures/read_operands_zen4.json:
 the default became ("vector",)); `spaces:*`, how EvolutionarySearch shares each batch among
 the design spaces (`space_floor_share`, `space_focus`); `prefetch:*`, whether a row tile
-prefetches what the next one reads in place (multi-level tiling's `prefetch`).
+prefetches what the next one reads in place (multi-level tiling's `prefetch`); `kc:*`, the
+longest reduction tile inside the register tile (`max_innermost_reduction`).
 """
 from __future__ import annotations
 
@@ -47,6 +48,11 @@ OPTIONS = {
     "prefetch:none": ({"prefetch": ()}, {}),         # no software prefetch
     "prefetch:always": ({"prefetch": (1,)}, {}),     # every row tile prefetches the next one's
     "prefetch:searched": ({"prefetch": (0, 1)}, {}),  # the search decides per candidate
+    # the longest reduction tile between two loads and stores of the register tile
+    "kc:64": ({"max_innermost_reduction": 64}, {}),
+    "kc:128": ({"max_innermost_reduction": 128}, {}),
+    "kc:256": ({"max_innermost_reduction": 256}, {}),
+    "kc:512": ({"max_innermost_reduction": 512}, {}),
 }
 
 

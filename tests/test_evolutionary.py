@@ -10,7 +10,7 @@ import pytest
 from looptune import te
 from looptune.te.ops import workload
 from looptune.target import Target
-from looptune.tir.functor import find_stmts
+from looptune.tir.functor import collect_realizes, find_stmts
 from looptune.tir.stmt import For
 from looptune.tune import (Builder, BuilderResult, MemoryDatabase, Postproc, Runner,
                            RunnerResult, TuneContext, tune_tir)
@@ -29,14 +29,23 @@ def small(name="matmul", **shape):
 
 
 def synthetic_secs(func) -> float:
-    """A learnable stand-in for a timer: faster with a longer vectorized inner loop and more
+    """A learnable stand-in for a timer: faster with a larger register tile around the
+    reduction's update (its vectorized loop's length times the rows of the loop right around
+    it, up to 4 rows; a write-back or copy loop's vectors do not count) and with more
     unrolling (pragma_auto_unroll_max_step, which the rules put on the root block; both
     visible in the features)."""
     loops = find_stmts(func.body, For)
-    vec = max((lp.extent for lp in loops if lp.kind == "vectorized"), default=1)
+
+    def updates(lp):
+        return lp.kind == "vectorized" and any(
+            iv.kind == "R" for br in collect_realizes(lp.body) for iv in br.block.iter_vars)
+
+    vec = max((lp.extent for lp in loops if updates(lp)), default=1)
+    rows = max((lp.extent for lp in loops if isinstance(lp.body, For) and updates(lp.body)),
+               default=1)
     steps = [n.annotation("pragma_auto_unroll_max_step") for n in (func.root, *loops)]
     unrolled = max((int(s) + 1 for s in steps if s is not None), default=1)
-    return 1e-3 / vec + 1e-4 / unrolled ** 0.5
+    return 1e-3 / (vec * min(rows, 4)) + 1e-4 / unrolled ** 0.5
 
 
 class FakeBuilder(Builder):
@@ -128,13 +137,16 @@ def test_an_untrained_model_first_learns_from_other_workloads():
 
 def test_learning_finds_faster_schedules_than_random_sampling():
     """In the same 40 trials, evolutionary search with the xgb model finds a strictly faster
-    schedule than random sampling on most seeds, is never slower (random sampling may find
-    the fastest schedule of the space too), its five fastest are faster on every seed, and
-    by at least 25% over the seeds (geometric mean). A fixed AVX2 target and a fixed rule
+    schedule than random sampling on most of five seeds, is never slower (random sampling may
+    find the fastest schedule of the space too), its five fastest are faster on every seed,
+    and by at least 25% over the seeds (geometric mean). A fixed AVX2 target and a fixed rule
     set (the CPU rules without the packed-panel spaces, which only add copy loops the
     synthetic timer cannot judge, and without the prefetch choice, which it cannot see
     either) keep the design space (and so the outcome) the same on
-    every host and whatever the defaults become. (The model's analytic prior already favours
+    every host and whatever the defaults become; the timer judges only the update's register
+    tile and the unrolling, which the postprocessors do not change (vectorizing a long
+    write-back loop in parts made the former objective, any vector loop's length, easy to max
+    out by chance). (The model's analytic prior already favours
     long vectors and unrolling: this checks the search as a whole, not what the trees
     learn.)"""
     func = small(M=128, N=128, K=64)
@@ -143,7 +155,7 @@ def test_learning_finds_faster_schedules_than_random_sampling():
     rules = [(n, {**o, "read_levels": (), "prefetch": ()} if n == "multi-level-tiling" else o)
              for n, o in DEFAULT_RULES["cpu"]]
     wins, top5 = 0, 1.0
-    for seed in range(3):
+    for seed in range(5):
         random_db, evo_db = MemoryDatabase(), MemoryDatabase()
         run(func, 40, random_db, "replay-trace", seed=seed, target=avx2, rules=rules)
         run(func, 40, evo_db, EvolutionarySearch(cost_model="xgb", **SMALL), seed=seed,
@@ -152,8 +164,8 @@ def test_learning_finds_faster_schedules_than_random_sampling():
         assert best(evo_db, 5) < best(random_db, 5), seed
         wins += best(evo_db) < best(random_db)
         top5 *= best(evo_db, 5) / best(random_db, 5)
-    assert wins >= 2
-    assert top5 ** (1 / 3) < 0.75
+    assert wins >= 3
+    assert top5 ** (1 / 5) < 0.75
 
 
 def test_no_valid_candidate_ends_with_a_reason():

@@ -259,3 +259,31 @@ def test_vector_read_copies_pack_only_what_is_loaded_as_vectors(name, shape, cop
     check_samples(ctx, tensors, ref)
     with pytest.raises(ValueError, match="read_operands"):
         MultiLevelTiling(read_operands=("some",))
+
+
+@pytest.mark.parametrize("n, vectorized", [(256, 64), (96, 48), (64, 64), (257, None)])
+def test_a_loop_longer_than_the_vector_limit_is_vectorized_in_parts(n, vectorized):
+    """relu(x @ W + b) fuses its epilogue above the register tiles, over all 256 outputs:
+    a loop that long is split by its largest divisor within the limit and the inner part
+    vectorized (left whole, GCC unrolled it into scalar statements). Without a divisor of at
+    least MIN_VECTOR_SPLIT (257 is prime) it stays as it was."""
+    from looptune.schedule import Schedule
+    from looptune.tune.postproc.rewrite_parallel_vectorize_unroll import (
+        RewriteParallelVectorizeUnroll)
+    from looptune.tune.schedule_rule.parallel_vectorize_unroll import VECTORIZE
+    x = te.placeholder((n,), name="x")
+    y = te.compute((n,), lambda i: te.max(x[i] * 2.0, 0.0), name="y")
+    sch = Schedule(te.create_prim_func([x, y]))
+    sch.annotate(sch.get_block("root"), VECTORIZE, 64)
+    assert RewriteParallelVectorizeUnroll().apply(sch)
+    loops = [sch.get(lp) for lp in sch.get_loops(sch.get_block("y"))]
+    if vectorized is None:
+        assert [(lp.extent, lp.kind) for lp in loops] == [(n, "serial")]
+    else:
+        assert (loops[-1].extent, loops[-1].kind) == (vectorized, "vectorized")
+        assert [lp.extent for lp in loops] == ([vectorized] if n == vectorized
+                                               else [n // vectorized, vectorized])
+    xs = np.random.default_rng(0).uniform(-1, 1, n).astype("float32")
+    out = np.full(n, np.nan, "float32")
+    interpreter.run(lower(sch.func, vectorize=False), xs, out)
+    np.testing.assert_allclose(out, np.maximum(xs * 2, 0), rtol=1e-6)

@@ -3,7 +3,11 @@
 
 Parallel: in each top-level loop nest, fuse the longest perfect prefix of data-parallel loops
 whose total extent stays within the limit (at least the first loop) and parallelize it.
-Vectorize: every block's innermost loop, when it is spatial and within the limit."""
+Vectorize: every block's innermost loop, when it is spatial: whole within the limit; a longer
+one is split by its largest divisor within the limit (at least MIN_VECTOR_SPLIT) and its inner
+part vectorized. Left to the C compiler, such a loop (an elementwise consumer fused above the
+register tiles: relu(x@W+b)'s 256 outputs) was unrolled into scalar statements that GCC did
+not vectorize again (a NaN-propagating max defeats its straight-line vectorizer)."""
 from __future__ import annotations
 
 from math import prod
@@ -13,6 +17,8 @@ from ...tir.functor import collect_realizes, uses_var
 from ...tir.stmt import For
 from ..schedule_rule.parallel_vectorize_unroll import PARALLEL, VECTORIZE
 from .base import Postproc
+
+MIN_VECTOR_SPLIT = 8  # the narrowest inner part a loop longer than the limit is split into
 
 
 def _data_parallel(loop: For) -> bool:
@@ -74,8 +80,18 @@ class RewriteParallelVectorizeUnroll(Postproc):
     @staticmethod
     def _vectorize(sch, loops, max_vec: int):
         inner = sch.get(loops[-1])
-        if inner.kind == "serial" and 2 <= inner.extent <= max_vec and _data_parallel(inner):
-            try:
-                sch.vectorize(loops[-1])
-            except ScheduleError:
-                pass
+        if inner.kind != "serial" or not isinstance(inner.extent, int) or inner.extent < 2:
+            return
+        if not _data_parallel(inner):
+            return
+        loop = loops[-1]
+        try:
+            if inner.extent > max_vec:
+                factor = max((f for f in range(MIN_VECTOR_SPLIT, max_vec + 1)
+                              if inner.extent % f == 0), default=None)
+                if factor is None:
+                    return
+                loop = sch.split(loop, [inner.extent // factor, factor])[1]
+            sch.vectorize(loop)
+        except ScheduleError:
+            pass
