@@ -18,11 +18,15 @@ DEFAULT_RULES = {
         # Zen 4, matmul 1024, 256 trials, two seeds, 0.91-0.93x numpy with B's copy alone
         # against 0.76-0.83x with both (AVX-512: 20.5-22.3 ms against 21.1-23.0 ms; the
         # tutorial conv2d: 0.95-0.97x torch against 0.98-1.00x, within its noise)
-        # max_innermost_reduction 128: the reduction steps per load and store of the
+        # max_innermost_reduction 256: the reduction steps per load and store of the
         # register tile; with 32 (four AVX2 vectors, the spatial limit) the best AVX2 matmul
-        # 1024 of a 256-trial search ran 5% slower than with its k tile at 128 instead
+        # 1024 of a 256-trial search ran 5% slower than with its k tile at 128 instead; with
+        # 256, as AVX2 on a Zen 4, three seeds (tune_options.py kc:128 kc:256): 0.940-0.949x
+        # numpy against 0.839-0.936x (AVX-512: 1.039-1.075x against 1.057-1.065x;
+        # relu(x@W+b) 1.65-1.74x against 1.63-1.69x): the register tile's loads and stores
+        # and B's panel copies are fewer where a row tile covers the whole column of A
         ("multi-level-tiling", {"structure": "SSRSRS", "max_innermost_factor": None,
-                                "max_innermost_reduction": 128,
+                                "max_innermost_reduction": 256,
                                 "write_levels": (1, 2), "write_scope": "local",
                                 "read_levels": (None, 1), "read_operands": ("vector",),
                                 "tile_sampler": "partitioned", "channel_vectors": True}),
