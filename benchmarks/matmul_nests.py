@@ -20,7 +20,8 @@ Timed in alternation with numpy's `np.add(np.matmul(a, b, out=o), c, out=o)` ove
 rounds; prints each variant's median and fastest time against numpy's (the fastest of many
 rounds is the steadier figure on a shared machine).
 
-    python benchmarks/matmul_nests.py [--isa avx2] [--rounds 60] [--json out.json]
+    python benchmarks/matmul_nests.py [--isa avx2] [--register-tile 3x4] [--rounds 60]
+        [--json out.json]
 """
 from __future__ import annotations
 

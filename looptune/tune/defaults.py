@@ -23,8 +23,8 @@ DEFAULT_RULES = {
         # 1024 of a 256-trial search ran 5% slower than with its k tile at 128 instead; with
         # 256, as AVX2 on a Zen 4, three seeds (tune_options.py kc:128 kc:256): 0.940-0.949x
         # numpy against 0.839-0.936x (AVX-512: 1.039-1.075x against 1.057-1.065x;
-        # relu(x@W+b) 1.65-1.74x against 1.63-1.69x): the register tile's loads and stores
-        # and B's panel copies are fewer where a row tile covers the whole column of A
+        # relu(x@W+b) 1.65-1.74x against 1.63-1.69x): the register tile is loaded and stored
+        # half as often (benchmarks/matmul_nests.py models the nests)
         ("multi-level-tiling", {"structure": "SSRSRS", "max_innermost_factor": None,
                                 "max_innermost_reduction": 256,
                                 "write_levels": (1, 2), "write_scope": "local",
