@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -166,14 +164,14 @@ def macros(variant, mr: int, nr: int) -> tuple[str, dict]:
     ni2 = ni2 or M // mr
     if order == "tile":
         name = f"tile {mr * ni2}x{nr * cols} k{kc}"
-        return name, dict(GOTO=0, NI2=ni2, NJ2=cols, NC=nr * cols, KC=kc)
+        return name, dict(GOTO=0, NI2=ni2, NJ2=cols, NC=nr * cols, KC=kc, PACKA=0)
     name = f"goto {mr * ni2} rows x {cols} k{kc}" + (" packed A" if pack_a else "")
     return name, dict(GOTO=1, NI2=ni2, NJ2=1, NC=cols, KC=kc, PACKA=pack_a)
 
 
 def build(target: Target, defs: dict, mr: int, nv: int):
     lanes = target.vector_bits // 32
-    defs = {"VL": lanes, "MR": mr, "NV": nv, "PACKA": 0, "NC": 1, "NJ2": 1, **defs}
+    defs = {"VL": lanes, "MR": mr, "NV": nv, **defs}
     src = "".join(f"#define {k} {v}\n" for k, v in defs.items()) + SOURCE
     flags = ["-O3", "-fPIC", "-shared", "-std=gnu11", *isa_flags(target)]
     lib = ctypes.CDLL(str(compile_shared(src, name="matmul_nest", flags=flags)))
@@ -215,19 +213,10 @@ def main():
     o = np.empty((M, N), "float32")
     fns["numpy"] = lambda: np.add(np.matmul(a, b, out=o), c, out=o)
 
-    def timed(fn, n=3):
-        fn()
-        best = []
-        for _ in range(n):
-            t = time.perf_counter()
-            fn()
-            best.append(time.perf_counter() - t)
-        return statistics.median(best)
-
     times = {k: [] for k in fns}
     for r in range(args.rounds):
         for k in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
-            times[k].append(timed(fns[k]))
+            times[k].append(_common.median_seconds(fns[k], repeat=3, min_time=0))
     np_med, np_min = statistics.median(times["numpy"]), min(times["numpy"])
     rows = []
     for k, v in times.items():
@@ -249,5 +238,4 @@ def main():
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     main()

@@ -80,9 +80,7 @@ class RewriteParallelVectorizeUnroll(Postproc):
     @staticmethod
     def _vectorize(sch, loops, max_vec: int):
         inner = sch.get(loops[-1])
-        if inner.kind != "serial" or not isinstance(inner.extent, int) or inner.extent < 2:
-            return
-        if not _data_parallel(inner):
+        if inner.kind != "serial" or inner.extent < 2 or not _data_parallel(inner):
             return
         loop = loops[-1]
         try:
