@@ -324,3 +324,47 @@ def test_measurements_steer_the_trials_to_the_design_space_that_runs_fastest():
             assert min(strategy.space_trials[i] for i in range(4)) >= 4  # the floor
     assert shares[0.25] >= 0.72, shares
     assert shares[None] < 0.66, shares
+
+
+def test_search_workers_replay_the_same_candidates_as_the_tuners_own_process():
+    """Search workers (child processes) replay, postprocess and featurize the candidates,
+    the search draws every choice itself: in- and out-of-process searches of one seed propose
+    the same batches, over two batches (the second mutating measured points); the workers'
+    points carry no schedule until picked, and a picked one is replayed here."""
+    from looptune.tune.search_strategy.workers import PendingCandidate
+
+    proposed = {}
+    for workers in (0, 2):
+        db = MemoryDatabase()
+        es = EvolutionarySearch(cost_model="xgb", search_workers=workers, **SMALL)
+        run(small(), 16, db, es)
+        proposed[workers] = [r.sch_hash for r in db.get_all_tuning_records()]
+        if workers:
+            assert es._task is not None and not es._in_process
+            pop = es.sample_fresh(8)
+            assert pop and all(isinstance(p.candidate, PendingCandidate) and p.sch is None
+                               for p in pop)
+            full = es._materialize(pop[0])
+            assert full.sch is not None and full.candidate.sch_hash == pop[0].candidate.sch_hash
+    assert sorted(proposed[0]) == sorted(proposed[2]) and len(set(proposed[0])) == 16
+
+
+def test_a_postprocessor_the_workers_cannot_load_keeps_the_search_in_process():
+    """A postprocessor defined in a function cannot travel to a worker: the search replays
+    its candidates itself, and they are postprocessed by it."""
+    seen = []
+
+    class Counting(Postproc):
+        def apply(self, sch):
+            seen.append(1)
+            return True
+
+    func = small()
+    es = EvolutionarySearch(cost_model="random", search_workers=2, **SMALL)
+    ctx = TuneContext(func, space_generator=PostOrderApply(postprocs=[Counting()]),
+                      search_strategy=es, seed=1)
+    es.pre_tuning(max_trials=8, num_trials_per_iter=8, design_spaces=ctx.generate_design_space(),
+                  database=None, seen=set())
+    pop = es.sample_fresh(12)
+    assert len(pop) == 12 and es._in_process and all(p.sch is not None for p in pop)
+    assert len(seen) >= 12

@@ -128,6 +128,32 @@ def test_builder_builds_in_parallel_in_order_and_artifacts_load():
         np.testing.assert_allclose(c, a @ b if c.ndim == 2 else a + b, rtol=1e-4, atol=1e-4)
 
 
+def test_a_batch_is_rendered_in_worker_processes_as_it_is_here(monkeypatch):
+    """With two or more CPUs a batch's C is rendered by the tuner's worker processes: the
+    same text as rendered here (the source hashes match), and the kernels run correctly."""
+    from looptune.tune.search_strategy import workers
+    monkeypatch.setattr(workers, "default_workers", lambda: 2)
+    funcs = [tiled(matmul(name=f"mm_w{i}")).func if i % 2 else add(name=f"add_w{i}")
+             for i in range(6)]
+    inputs = [BuilderInput(f, host()) for f in funcs]
+    builder = LocalBuilder(max_workers=2)
+    here = [hashlib.sha256(builder.render(inp)[1].encode()).hexdigest() for inp in inputs]
+
+    def not_here(inp):
+        raise AssertionError("rendered in the tuner's process")
+
+    monkeypatch.setattr(builder, "_render_one", not_here)
+    results = builder.build(inputs)
+    assert [r.source_hash for r in results] == here
+    rng = np.random.default_rng(1)
+    for f, r in zip(funcs, results):
+        assert r.ok, r.error_msg
+        mod = Module(r.artifact, r.symbol, args_info(f), "")
+        a, b, c = arrays = [rng.uniform(-1, 1, x.shape).astype("float32") for x in mod.args]
+        mod(*arrays)
+        np.testing.assert_allclose(c, a @ b if c.ndim == 2 else a + b, rtol=1e-4, atol=1e-4)
+
+
 def test_identical_sources_compile_once(monkeypatch):
     calls = []
 

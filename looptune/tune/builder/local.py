@@ -1,5 +1,6 @@
-"""LocalBuilder: lower and render in the calling thread, and compile many sources at once,
-each as soon as it is rendered (each C compile is its own process, so threads suffice), all
+"""LocalBuilder: lower and render (in the tuner's worker processes where there are several
+CPUs, else in the calling thread), and compile many sources at once, each as soon as it is
+rendered (each C compile is its own process, so threads suffice), all
 through the target's Backend; identical sources compile once.
 
 Only a BuildError (the compiler refused or timed out, or lowering cannot handle the
@@ -68,14 +69,43 @@ class LocalBuilder(Builder):
     def _stream(self, inputs: list, share=None) -> "BuildStream":
         stream = BuildStream(self, share)
         try:
-            for inp in inputs:
-                stream.add(inp, self._render_one(inp))
+            for inp, rendered in zip(inputs, self._render_all(inputs)):
+                stream.add(inp, rendered)
             self._generated.clear()  # what an overriding render replaced
             stream.all_added()
         except BaseException as e:
             stream.close(kill=isinstance(e, KeyboardInterrupt))
             raise
         return stream
+
+    def _render_all(self, inputs: list) -> list:
+        """_render_one of each input: spread over the tuner's worker processes
+        (search_strategy/workers.py) where there are two or more CPUs and this builder renders
+        C the standard way, else here, one after the other."""
+        from ..search_strategy.workers import WorkerLost, default_workers, shared_workers
+        n = default_workers()
+        workers = None
+        if (n >= 2 and len(inputs) >= 2 * n and type(self).render is LocalBuilder.render
+                and all(inp.target.kind == "cpu" for inp in inputs)):
+            workers = shared_workers(n)
+        if workers is None:
+            return [self._render_one(inp) for inp in inputs]
+        try:
+            results = workers.render([(inp.func, inp.target, self.backend_options, inp.meta)
+                                      for inp in inputs], use=n)
+        except WorkerLost:
+            return [self._render_one(inp) for inp in inputs]
+        out = []
+        for inp, res in zip(inputs, results):
+            if res[0] == "ok":
+                _, symbol, text, secs = res
+                out.append((symbol, Source(inp.func, text, symbol),
+                            hashlib.sha256(text.encode()).hexdigest(), secs))
+            else:
+                out.append(BuilderResult(error_class="build_error",
+                                         error_msg=f"rendering failed: {res[1]}",
+                                         build_secs=res[2]))
+        return out
 
     def _render_one(self, inp: BuilderInput):
         """(symbol, Source, sha256 of its text, seconds), or a failed BuilderResult."""

@@ -30,6 +30,10 @@ class CostModel:
     Register with `@CostModel.registry.register("name")`."""
 
     registry = Registry("cost model")
+    # predict reads nothing of a candidate but its feature rows, so candidates that search
+    # workers replayed (search_strategy/workers.py) can be scored by the rows they bring; a
+    # subclass whose predict reads the schedules sets this False
+    scores_from_features = True
 
     def __init__(self, *, target=None, extractor="per-store"):
         """`target` (default: this machine) supplies the cache sizes the features compare
@@ -97,8 +101,25 @@ class CostModel:
 
     def features(self, candidates) -> list:
         """The feature rows of each candidate (one array per candidate), from this model's
-        extractor on its target."""
-        return self.extractor.extract(candidates, target=self.target)
+        extractor on its target; a candidate a search worker replayed (PendingCandidate)
+        brings the rows that worker extracted."""
+        from ..search_strategy.workers import PendingCandidate
+        key = (getattr(type(self.extractor), "registered_name", None), self.extractor.version)
+        out = [None] * len(candidates)
+        todo = []
+        for i, c in enumerate(candidates):
+            if isinstance(c, PendingCandidate):
+                if c.features is None or c.extractor != key or c.target != self.target:
+                    raise TypeError(f"a search worker's candidate brings no features of {key} "
+                                    f"on {self.target}, and no schedule to extract them from")
+                out[i] = c.features
+            else:
+                todo.append(i)
+        if todo:
+            for i, rows in zip(todo, self.extractor.extract([candidates[i] for i in todo],
+                                                            target=self.target)):
+                out[i] = rows
+        return out
 
     def warm_start(self, database, target=None, *, exclude=None, max_records: int = 2000):
         """Train on the records of other workloads in `database` (on `target`, default this

@@ -26,6 +26,7 @@ from ..defaults import DEFAULT_EVOLUTIONARY, default_mutators
 from ..mutator.base import Mutator
 from .base import SearchStrategy
 from .space import DesignSpace, Point, finish_point, replay
+from .workers import Task, TaskUnusable, WorkerLost, default_workers, shared_workers
 
 
 @SearchStrategy.registry.register("evolutionary")
@@ -33,7 +34,7 @@ class EvolutionarySearch(SearchStrategy):
     """Parameters (defaults in tune/defaults.py, DEFAULT_EVOLUTIONARY): population_size,
     init_measured_ratio, init_min_unmeasured, genetic_num_iters, genetic_mutate_prob,
     genetic_max_fail_count, eps_greedy, space_floor_share, space_focus, max_fail_count,
-    max_search_share, transfer_records.
+    max_search_share, transfer_records, search_workers.
     `cost_model`: "xgb", "mlp", "random"
     or a CostModel; `mutator_probs`: {mutator name or instance: probability} (default: the
     target's, from DEFAULT_MUTATOR_PROBS)."""
@@ -102,6 +103,9 @@ class EvolutionarySearch(SearchStrategy):
                 database, ctx.target, exclude=ctx.func, max_records=self.transfer_records)
         self._offers: list = []
         self._signature = self._tile_extents()
+        self._space_pos = {id(s): i for i, s in enumerate(self.spaces)}
+        self._task = None  # what the search workers need, made on first use
+        self._in_process = False  # the workers broke: search here from then on
 
     def generate_measure_candidates(self, n: int | None = None):
         n = min(n or self.per_iter, self.max_trials - self.trials)
@@ -123,6 +127,7 @@ class EvolutionarySearch(SearchStrategy):
         best = self.evolve(population, n)
         picks = self.pick_eps_greedy(best, population, n)
         picks = self._with_transfers(picks, n)
+        picks = [q for q in map(self._materialize, picks) if q is not None]
         if not picks:
             self.stop_reason = (
                 f"its search reaches no schedule it has not measured: the design space "
@@ -174,15 +179,22 @@ class EvolutionarySearch(SearchStrategy):
         return out
 
     def sample_fresh(self, n: int) -> list:
+        """n valid points sampled afresh from random spaces (fewer if max_fail_count
+        samples in a row fail), drawn a round at a time and replayed together."""
         out, fails = [], 0
         while len(out) < n and fails < self.max_fail_count:
-            space = self.rand.choice(self.spaces)
-            point = self._try(lambda: replay(space, self.context.func, self._seed()))
-            if point is None:
-                fails += 1
-                continue
-            fails = 0
-            out.append(point)
+            jobs = []
+            for _ in range(n - len(out)):
+                space = self.rand.choice(self.spaces)
+                jobs.append((space, self._seed(), None, None, 0))
+            for point in self._evaluate(jobs):
+                if point is None:
+                    fails += 1
+                    if fails >= self.max_fail_count:
+                        break
+                    continue
+                fails = 0
+                out.append(point)
         return out
 
     def evolve(self, population: list, n: int) -> dict:
@@ -323,12 +335,12 @@ class EvolutionarySearch(SearchStrategy):
             if count:
                 w = weights[ks]
                 parents.extend(np.asarray(ks)[np_rand.choice(len(ks), size=count, p=w / w.sum())])
+        chosen = [population[i] for i in parents]
+        mutating = [k for k in range(len(chosen)) if self.rand.random() < self.genetic_mutate_prob]
+        mutants = dict(zip(mutating, self.mutate_all([chosen[k] for k in mutating])))
         children, hashes = [], set()
-        for i in parents:
-            parent = population[i]
-            child = parent
-            if self.rand.random() < self.genetic_mutate_prob:
-                child = self.mutate(parent) or parent
+        for k, parent in enumerate(chosen):
+            child = mutants.get(k) or parent
             h = child.candidate.sch_hash
             if h not in hashes:
                 hashes.add(h)
@@ -337,20 +349,108 @@ class EvolutionarySearch(SearchStrategy):
 
     def mutate(self, parent: Point) -> Point | None:
         """A valid child that differs from `parent` in one decision, or None."""
+        return self.mutate_all([parent])[0]
+
+    def mutate_all(self, parents: list) -> list:
+        """For each parent a valid child that differs from it in one decision, or None:
+        up to genetic_max_fail_count proposals each, one per parent per round, the round's
+        children replayed together."""
         muts = list(self.mutators)
         weights = [self.mutators[m] for m in muts]
-        for _ in range(self.genetic_max_fail_count):
-            m = self.rand.choices(muts, weights=weights)[0]
-            proposal = m.apply(parent, self.rand)
-            if proposal is None:
-                continue
-            pos, decision = proposal
-            decisions = {**parent.decisions, pos: decision}
-            child = self._try(lambda: replay(parent.space, self.context.func, self._seed(),
-                                             decisions=decisions, base=parent, start=pos))
-            if child is not None and child.candidate.sch_hash != parent.candidate.sch_hash:
-                return child
-        return None
+        children = [None] * len(parents)
+        tries = [0] * len(parents)
+        pending = list(range(len(parents)))
+        while pending:
+            jobs, owners = [], []
+            for k in pending:
+                parent = parents[k]
+                while tries[k] < self.genetic_max_fail_count:
+                    tries[k] += 1
+                    m = self.rand.choices(muts, weights=weights)[0]
+                    proposal = m.apply(parent, self.rand)
+                    if proposal is None:
+                        continue
+                    pos, decision = proposal
+                    base = parent if parent.sch is not None else None
+                    jobs.append((parent.space, self._seed(), {**parent.decisions, pos: decision},
+                                 base, pos if base is not None else 0))
+                    owners.append(k)
+                    break
+            pending = []
+            for k, child in zip(owners, self._evaluate(jobs)):
+                if child is not None and child.candidate.sch_hash != parents[k].candidate.sch_hash:
+                    children[k] = child
+                elif tries[k] < self.genetic_max_fail_count:
+                    pending.append(k)
+        return children
+
+    # ------------------------------------------------------------------ replaying points
+    def _evaluate(self, jobs: list) -> list:
+        """jobs: (space, seed, decisions or None, base point or None, start position); one
+        postprocessed Point or None each, in order: replayed by the search workers where
+        there are any (PendingCandidate points), else here."""
+        out = [None] * len(jobs)
+        remote = [k for k, j in enumerate(jobs) if id(j[0]) in self._space_pos]
+        workers = self._workers(len(remote))
+        if workers is not None:
+            try:
+                results = workers.evaluate(self._task, [
+                    (self._space_pos[id(jobs[k][0])], jobs[k][1], jobs[k][2]) for k in remote],
+                    use=self._n_workers)
+            except WorkerLost as e:
+                warnings.warn(f"{e}; the search goes on in this process", stacklevel=2)
+                self._in_process = True
+            except TaskUnusable:  # parts only this process can load: search here
+                self._in_process = True
+            else:
+                for k, res in zip(remote, results):
+                    if res[0] == "ok":
+                        _, decisions, info, cand = res
+                        out[k] = Point(jobs[k][0], None, decisions, info, {}, cand)
+                    else:
+                        self.failures[res[1]] += 1
+                done = set(remote)
+                return [out[k] if k in done else self._replay_here(j) for k, j in enumerate(jobs)]
+        return [self._replay_here(j) for j in jobs]
+
+    def _replay_here(self, job) -> Point | None:
+        space, seed, decisions, base, start = job
+        return self._try(lambda: replay(space, self.context.func, seed, decisions=decisions,
+                                        base=base, start=start))
+
+    def _workers(self, jobs: int):
+        """The search workers for `jobs` replays, or None: search here (one CPU, few jobs,
+        search_workers 0 or 1, or a cost model that needs the schedules themselves)."""
+        n = self._n_workers = default_workers() if self.search_workers is None \
+            else self.search_workers
+        if n < 2 or jobs < 2 * n or self._in_process:
+            return None
+        if self._task is None:
+            cm = self.cost_model
+            if not cm.scores_from_features:
+                self._in_process = True
+                return None
+            try:
+                self._task = Task(self.context.func, self.spaces, self.context.postprocs,
+                                  cm.target, cm.extractor)
+            except TaskUnusable:  # parts that cannot travel (defined in a function)
+                self._in_process = True
+                return None
+        return shared_workers(n)
+
+    def _materialize(self, point: Point) -> Point | None:
+        """A point a worker replayed, replayed here (its schedule, to build and measure)."""
+        if point.sch is not None:
+            return point
+        full = self._try(lambda: replay(point.space, self.context.func, 0,
+                                        decisions=point.decisions))
+        if full is not None and full.candidate.sch_hash != point.candidate.sch_hash:
+            warnings.warn(f"a search worker's replay of {point.decisions} gave schedule "
+                          f"{point.candidate.sch_hash[:12]}, this process's "
+                          f"{full.candidate.sch_hash[:12]}: a schedule rule, primitive or "
+                          "postprocessor is not deterministic; measuring this process's",
+                          stacklevel=2)
+        return full
 
     def _try(self, make) -> Point | None:
         try:
