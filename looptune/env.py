@@ -10,6 +10,8 @@ from pathlib import Path
 # LOOPTUNE_HOST_ISA: "avx2" makes an AVX-512 machine pass for an AVX2 one (its features
 # without AVX-512 and AMX, 256-bit vectors, 16 registers): every Target("cpu"), build, record
 # and check is then what an AVX2 machine gets, apart from caches and clock.
+# LOOPTUNE_WORKERS: how many worker processes the tuner starts for its own Python work
+# (replaying the search's candidates, rendering C); 0 or 1: none, all in its own process.
 
 
 def cc() -> str:
@@ -30,3 +32,14 @@ def extra_cflags() -> list[str]:
 def host_isa() -> str:
     """LOOPTUNE_HOST_ISA: "" (this machine as it is) or "avx2"."""
     return os.environ.get("LOOPTUNE_HOST_ISA", "").strip().lower()
+
+
+def tuner_workers() -> int | None:
+    """LOOPTUNE_WORKERS as a count (None: unset)."""
+    v = os.environ.get("LOOPTUNE_WORKERS", "").strip()
+    if not v:
+        return None
+    if not v.isdigit():
+        raise ValueError(f"LOOPTUNE_WORKERS={v!r}: give a whole number of worker processes "
+                         "(0: none; unset: one per CPU, up to 8)")
+    return int(v)

@@ -129,8 +129,9 @@ DEFAULT_EVOLUTIONARY = {
                                    # 1.04x on a stride-2 conv2d: no gain over the prior
     "max_fail_count": 64,          # fresh samples that may fail in a row before giving up
     "search_workers": None,        # processes that replay the search's candidates; None:
-                                   # one per CPU this process may run on, up to 8; 0 or 1:
-                                   # all in the tuner's process (search_strategy/workers.py)
+                                   # LOOPTUNE_WORKERS, else one per CPU this process may run
+                                   # on, up to 8; 0 or 1: all in the tuner's process
+                                   # (search_strategy/workers.py)
     "max_search_share": 0.2,       # a batch stops evolving once its search has taken
                                    # share / (1 - share) of the previous batch's build and run
                                    # time: search stays near this share of the wall time when

@@ -420,10 +420,12 @@ class EvolutionarySearch(SearchStrategy):
 
     def _workers(self, jobs: int):
         """The search workers for `jobs` replays, or None: search here (one CPU, few jobs,
-        search_workers 0 or 1, or a cost model that needs the schedules themselves)."""
+        search_workers 0 or 1, a cost model that needs the schedules themselves, or a GPU
+        task: its postprocessors may query the device, which the workers were not checked
+        to reach)."""
         n = self._n_workers = default_workers() if self.search_workers is None \
             else self.search_workers
-        if n < 2 or jobs < 2 * n or self._in_process:
+        if n < 2 or jobs < 2 * n or self._in_process or self.context.target.kind != "cpu":
             return None
         if self._task is None:
             cm = self.cost_model

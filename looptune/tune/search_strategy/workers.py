@@ -1,5 +1,6 @@
-"""Search workers: design-space points replayed, postprocessed and featurized in child
-processes, so that the evolutionary search uses every core the machine lends it.
+"""The tuner's workers: design-space points replayed, postprocessed and featurized, and a
+batch's C rendered, in child processes, so that the tuner's own Python work uses every core
+the machine lends it, as the compiles already do.
 
 Replaying a point, running the postprocessors (verification lowers the schedule) and
 extracting its features take 10-20 ms of Python per candidate, and a batch looks at about
@@ -13,9 +14,13 @@ finished schedule and its feature rows, not the schedule. The search keeps such 
 them by their features, mutates them by their decisions, and replays only the ones it picks
 for measurement (`materialize`) in its own process.
 
+LocalBuilder hands the workers a batch's scheduled functions to lower and render (`render`):
+the C is the same text, made on every core at once instead of one after the other.
+
 The workers are fresh interpreters (runtime/child.py: their process group dies with the
 tuner), started on first use and shared by every task of the process; each keeps the state
-of the last `MAX_TASKS` tasks it served (function, design spaces, postprocessors)."""
+of the last `MAX_TASKS` tasks it served (function, design spaces, postprocessors). How many:
+`default_workers` (LOOPTUNE_WORKERS, else one per CPU, up to 8)."""
 from __future__ import annotations
 
 import atexit
@@ -83,8 +88,8 @@ def _extractor_name(extractor) -> tuple | None:
 
 
 class Workers:
-    """`n` search worker processes; `evaluate(task, jobs)` spreads the jobs over them and
-    returns one result per job, in order. Not thread-safe: one search at a time uses it."""
+    """`n` worker processes; `evaluate(task, jobs)` and `render(jobs)` spread the jobs over
+    them and return one result per job, in order; callers on several threads take turns."""
 
     def __init__(self, n: int):
         from ...runtime.child import start_child
@@ -97,6 +102,7 @@ class Workers:
             raise
         self.served = [set() for _ in self.children]  # task keys each worker has set up
         self.broken = False
+        self._turn = threading.Lock()
 
     @property
     def size(self) -> int:
@@ -115,6 +121,12 @@ class Workers:
     def _spread(self, kind: str, task: Task | None, jobs: list, use: int | None) -> list:
         if not jobs:
             return []
+        with self._turn:
+            if self.broken or not self.children:
+                raise WorkerLost("the workers were stopped")
+            return self._spread_now(kind, task, jobs, use)
+
+    def _spread_now(self, kind: str, task: Task | None, jobs: list, use: int | None) -> list:
         n = min(len(self.children), len(jobs), use or len(self.children))
         parts = [list(range(i, len(jobs), n)) for i in range(n)]
         key = task.key if task is not None else None
@@ -187,8 +199,11 @@ def shared_workers(n: int) -> Workers | None:
 
 
 def default_workers() -> int:
-    """How many workers the tuner uses by default: one per CPU it may run on, up to 8."""
-    return min(8, lending_cpus())
+    """How many workers the tuner uses by default: LOOPTUNE_WORKERS, else one per CPU it
+    may run on, up to 8."""
+    from ... import env
+    n = env.tuner_workers()
+    return min(8, lending_cpus()) if n is None else n
 
 
 @atexit.register
