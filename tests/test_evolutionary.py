@@ -368,3 +368,19 @@ def test_a_postprocessor_the_workers_cannot_load_keeps_the_search_in_process():
     pop = es.sample_fresh(12)
     assert len(pop) == 12 and es._in_process and all(p.sch is not None for p in pop)
     assert len(seen) >= 12
+
+
+def test_looptune_workers_0_keeps_the_search_in_the_tuners_process(monkeypatch):
+    """LOOPTUNE_WORKERS=0 starts no worker (every point keeps its schedule); a value that is
+    not a count is refused with the variable's name."""
+    from looptune.tune.search_strategy.workers import default_workers
+    monkeypatch.setenv("LOOPTUNE_WORKERS", "0")
+    es = EvolutionarySearch(cost_model="random", **SMALL)
+    ctx = TuneContext(small(), search_strategy=es, seed=1)
+    es.pre_tuning(max_trials=8, num_trials_per_iter=8, design_spaces=ctx.generate_design_space(),
+                  database=None, seen=set())
+    pop = es.sample_fresh(12)
+    assert len(pop) == 12 and es._task is None and all(p.sch is not None for p in pop)
+    monkeypatch.setenv("LOOPTUNE_WORKERS", "many")
+    with pytest.raises(ValueError, match="LOOPTUNE_WORKERS"):
+        default_workers()
