@@ -9,9 +9,12 @@ so the boot code puts this one's root before it."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -36,6 +39,22 @@ def start_child(boot: str, env: dict | None = None) -> tuple:
             ours.close()
             raise
     return proc, Connection(ours.detach())
+
+
+def child_connection(fd: int, parent_pid: int) -> Connection:
+    """In a child of start_child: its socket as a Connection; Ctrl-C left to the parent,
+    and the child exits as soon as the parent is gone, even while its main thread is stuck
+    (in a hanging kernel, say)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
+    return Connection(fd)
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent_pid:
+            os._exit(0)
 
 
 def stop_child(proc: subprocess.Popen, conn: Connection) -> None:

@@ -9,18 +9,14 @@ Protocol over one socket (multiprocessing.connection messages):
 """
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import threading
-import time
 import weakref
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 
 import numpy as np
 
-from ..runtime.child import kill_child, start_child, stop_child
+from ..runtime.child import child_connection, kill_child, start_child, stop_child
 
 _BOOT = ("import sys; from looptune.testing.sandbox import serve; "
          "serve(int(sys.argv[1]), int(sys.argv[2]))")
@@ -178,19 +174,10 @@ def _inputs_by_arg(call: KernelCall):
     return [None if a.written else next(inputs) for a in call.args]
 
 
-def _exit_with_parent(parent_pid: int) -> None:
-    while True:  # exit when the fuzzer is gone, even while a kernel hangs
-        time.sleep(1.0)
-        if os.getppid() != parent_pid:
-            os._exit(0)
-
-
 def serve(fd: int, parent_pid: int) -> None:
     """The child's main loop."""
     from ..runtime.module import Module
-    conn = Connection(fd)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
+    conn = child_connection(fd, parent_pid)  # exits when the fuzzer is gone
     conn.send(("ready", None))
     while True:
         try:

@@ -95,17 +95,8 @@ class LocalBuilder(Builder):
                                       for inp in inputs], use=n)
         except WorkerLost:
             return [self._render_one(inp) for inp in inputs]
-        out = []
-        for inp, res in zip(inputs, results):
-            if res[0] == "ok":
-                _, symbol, text, secs = res
-                out.append((symbol, Source(inp.func, text, symbol),
-                            hashlib.sha256(text.encode()).hexdigest(), secs))
-            else:
-                out.append(BuilderResult(error_class="build_error",
-                                         error_msg=f"rendering failed: {res[1]}",
-                                         build_secs=res[2]))
-        return out
+        return [_rendered(res[1], Source(inp.func, res[2], res[1]), res[3]) if res[0] == "ok"
+                else _render_failed(res[1], res[2]) for inp, res in zip(inputs, results)]
 
     def _render_one(self, inp: BuilderInput):
         """(symbol, Source, sha256 of its text, seconds), or a failed BuilderResult."""
@@ -113,11 +104,9 @@ class LocalBuilder(Builder):
         try:
             symbol, text = self.render(inp)
         except BuildError as e:
-            return BuilderResult(error_class="build_error", error_msg=f"rendering failed: {e}",
-                                 build_secs=time.perf_counter() - t0)
+            return _render_failed(e, time.perf_counter() - t0)
         source = self._generated.pop(text, None) or Source(inp.func, text, symbol)
-        digest = hashlib.sha256(text.encode()).hexdigest()
-        return symbol, source, digest, time.perf_counter() - t0
+        return _rendered(symbol, source, time.perf_counter() - t0)
 
     def _compile(self, inp: BuilderInput, source) -> dict:
         t0 = time.perf_counter()
@@ -127,6 +116,15 @@ class LocalBuilder(Builder):
             return {"error_class": "build_timeout" if e.timed_out else "build_error",
                     "error_msg": str(e), "secs": time.perf_counter() - t0}
         return {"path": artifact.path, "secs": time.perf_counter() - t0}
+
+
+def _rendered(symbol: str, source: Source, secs: float) -> tuple:
+    return symbol, source, hashlib.sha256(source.text.encode()).hexdigest(), secs
+
+
+def _render_failed(why, secs: float) -> BuilderResult:
+    return BuilderResult(error_class="build_error", error_msg=f"rendering failed: {why}",
+                         build_secs=secs)
 
 
 class BuildStream:

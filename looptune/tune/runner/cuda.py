@@ -16,22 +16,19 @@ from __future__ import annotations
 
 import os
 import resource
-import signal
 import sys
-import threading
 import time
 import weakref
 from pathlib import Path
-from multiprocessing.connection import Connection
 
 import numpy as np
 
-from ...runtime.child import start_child, stop_child
+from ...runtime.child import child_connection, start_child, stop_child
 from ...error import RunError
 from ...runtime.ndarray import compare, pack_args
 from .base import Runner, RunnerInput, RunnerResult
 from .local import LocalRunner, _WorkerLost, _WorkerProcess
-from .worker import COLD_SLACK_S, Worker, _exit_with_parent
+from .worker import COLD_SLACK_S, Worker
 
 
 def _boot(device: int) -> str:
@@ -128,10 +125,8 @@ class CudaWorker(Worker):
 
 def main(fd: int, parent_pid: int, device: int = 0) -> None:
     """Entry point of the worker process: serve requests on the socket `fd`."""
-    conn = Connection(fd)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the tuner's to handle
+    conn = child_connection(fd, parent_pid)  # Ctrl-C is the tuner's; exits if the tuner dies
     resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
-    threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
     init_error = None
     try:  # the context once, before the first deadline starts
         from ...runtime.cuda import use_device

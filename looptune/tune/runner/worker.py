@@ -16,16 +16,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import resource
-import signal
-import threading
 import time
 from collections import OrderedDict
-from multiprocessing.connection import Connection
 
 import numpy as np
 
 
 from ...error import RunError
+from ...runtime.child import child_connection
 from ...runtime.module import Module
 from ...runtime.ndarray import compare, empty, pack_args, random_args as make_args
 from ...runtime.timer import timer_lib
@@ -123,7 +121,8 @@ class Worker:
         if c.calls_from == "python":
             # timed as a user calls it: with the GIL policy of an ordinary Module (held for
             # short kernels). The first call, above, let the GIL go, so that a kernel that
-            # hangs there leaves _exit_with_parent running; a warm call does not start hanging
+            # hangs there leaves child_connection's watch on the tuner running; a warm call
+            # does not start hanging
             mod = Module(inp.artifact, inp.symbol, info, "")
             mod.set_num_threads(self.threads(inp), source="EvaluatorConfig.num_threads")
         prof = mod.time_evaluator(number=c.number, repeat=c.repeat, min_repeat_ms=c.min_repeat_ms,
@@ -149,22 +148,11 @@ class Worker:
             self.conn.send(("done", reply))
 
 
-def _exit_with_parent(parent_pid: int) -> None:
-    """Exit when the tuner is gone, even while a kernel hangs in its first call (which runs
-    without the GIL: Module(release_gil=True))."""
-    while True:
-        time.sleep(1.0)
-        if os.getppid() != parent_pid:
-            os._exit(0)
-
-
 def main(fd: int, parent_pid: int) -> None:
     """Entry point of the worker process: serve requests on the socket `fd`."""
-    conn = Connection(fd)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the tuner's to handle
+    conn = child_connection(fd, parent_pid)  # Ctrl-C is the tuner's; exits if the tuner dies
     # a candidate that crashes leaves no core file (one per crash, as large as this process)
     resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
-    threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
     timer_lib()  # compile (or load) the timing library before the first deadline starts
     conn.send(("ready", None))
     Worker(conn).serve()

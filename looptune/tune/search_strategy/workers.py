@@ -46,7 +46,6 @@ class PendingCandidate:
     features: np.ndarray | None  # rows of `extractor` on `target`; None: not extracted
     extractor: tuple | None      # (registered name, version) of the extractor used
     target: object = None
-    refused = None
 
 
 def lending_cpus() -> int:
@@ -132,7 +131,7 @@ class Workers:
         key = task.key if task is not None else None
         try:
             for w, idx in enumerate(parts):
-                proc, conn = self.children[w]
+                conn = self.children[w][1]
                 setup = None if task is None or key in self.served[w] else task.setup
                 conn.send((kind, key, setup, [jobs[i] for i in idx]))
                 if task is not None:
@@ -249,11 +248,8 @@ class _TaskState:
 
 def main(fd: int, parent_pid: int) -> None:
     """Entry point of a worker process: serve job lists on the socket `fd`."""
-    import signal
-    from multiprocessing.connection import Connection
-    conn = Connection(fd)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the tuner's to handle
-    threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
+    from ...runtime.child import child_connection
+    conn = child_connection(fd, parent_pid)  # Ctrl-C is the tuner's; exits if the tuner dies
     states: OrderedDict = OrderedDict()
     while True:
         try:
@@ -305,11 +301,3 @@ def _render(func, target, backend_options: dict, meta) -> tuple:
     except BuildError as e:
         return ("build_error", str(e), time.perf_counter() - t0)
     return ("ok", source.symbol, source.text, time.perf_counter() - t0)
-
-
-def _exit_with_parent(parent_pid: int) -> None:
-    import time
-    while True:
-        time.sleep(1.0)
-        if os.getppid() != parent_pid:
-            os._exit(0)
