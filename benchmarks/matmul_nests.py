@@ -15,10 +15,16 @@ numpy arrays. They differ in the loops around it:
   reduction steps, B's panel copied once in register-tile order (each NV-vector strip
   contiguous) for all rows, then per MB rows (A's block, optionally packed by register-tile
   rows) every strip of the panel, accumulating into the output itself.
+- `panel`: looptune's tiles with both operands packed per reduction tile, as BLIS packs
+  them: B's panel as contiguous strips of NV vectors, A's block by register-tile rows, step
+  by step (or read in place), and the strips walked outside the rows (j outer: the strip
+  stays in L1 while A's block streams from L2) or inside them (i outer).
 
 Timed in alternation with numpy's `np.add(np.matmul(a, b, out=o), c, out=o)` over ROUNDS
 rounds; prints each variant's median and fastest time against numpy's (the fastest of many
-rounds is the steadier figure on a shared machine).
+rounds is the steadier figure on a shared machine). First, the register tile alone: the
+same micro-kernel called on small operands that stay in L1, against the measured FMA peak
+(what the nests lose beyond it goes to the memory hierarchy).
 
     python benchmarks/matmul_nests.py [--isa avx2] [--register-tile 3x4] [--rounds 60]
         [--json out.json]
@@ -84,6 +90,17 @@ static __attribute__((noinline)) void micro(const float* restrict a, long as, lo
     for (int v = 0; v < NV; ++v) *(vfu*)(acc + r * cs + v * VL) = c[r][v];
 }
 
+/* the register tile alone: `reps` calls on the same small operands, all in L1 */
+static float uA[MR * KC] __attribute__((aligned(64)));
+static float uB[KC * NR] __attribute__((aligned(64)));
+static float uC[MR * NR] __attribute__((aligned(64)));
+int micro_alone(long reps) {
+  for (int i = 0; i < MR * KC; ++i) uA[i] = 1e-3f * (i % 7);
+  for (int i = 0; i < KC * NR; ++i) uB[i] = 1e-3f * (i % 5);
+  for (long r = 0; r < reps; ++r) micro(uA, 1, MR, uB, NR, uC, NR);
+  return (int)uC[0];
+}
+
 #if GOTO
 static float Bp[KC * NC] __attribute__((aligned(64)));
 static float Ap[MB * KC] __attribute__((aligned(64)));
@@ -114,6 +131,50 @@ int kern(const float* restrict A, const float* restrict B, const float* restrict
                   out + (long)(ic + i2 * MR) * N + jc + js, N);
 #endif
       }
+    }
+  return 0;
+}
+#elif PANEL
+#define NB (NR * NJ2)
+static float tile[MB * NB] __attribute__((aligned(64)));
+static float Bp[KC * NB] __attribute__((aligned(64)));
+static float Ap[MB * KC] __attribute__((aligned(64)));
+int kern(const float* restrict A, const float* restrict B, const float* restrict C,
+         float* restrict out) {
+  for (int col = 0; col < N; col += NB)
+    for (int row = 0; row < M; row += MB) {
+      memset(tile, 0, sizeof tile);
+      for (int k0 = 0; k0 < K; k0 += KC) {
+        for (int j2 = 0; j2 < NJ2; ++j2)  /* each NR-column strip: KC x NR, contiguous */
+          for (int k = 0; k < KC; ++k)
+            for (int j = 0; j < NR; j += VL)
+              *(vfu*)(Bp + j2 * KC * NR + k * NR + j) =
+                  *(const vfu*)(B + (long)(k0 + k) * N + col + j2 * NR + j);
+#if PACKA
+        for (int i2 = 0; i2 < NI2; ++i2)  /* by register-tile rows, step-major */
+          for (int k = 0; k < KC; ++k)
+            for (int r = 0; r < MR; ++r)
+              Ap[i2 * MR * KC + k * MR + r] = A[(long)(row + i2 * MR + r) * K + k0 + k];
+#endif
+#if JOUTER
+        for (int j2 = 0; j2 < NJ2; ++j2)
+          for (int i2 = 0; i2 < NI2; ++i2)
+#else
+        for (int i2 = 0; i2 < NI2; ++i2)
+          for (int j2 = 0; j2 < NJ2; ++j2)
+#endif
+#if PACKA
+            micro(Ap + i2 * MR * KC, 1, MR, Bp + j2 * KC * NR, NR,
+                  tile + i2 * MR * NB + j2 * NR, NB);
+#else
+            micro(A + (long)(row + i2 * MR) * K + k0, K, 1, Bp + j2 * KC * NR, NR,
+                  tile + i2 * MR * NB + j2 * NR, NB);
+#endif
+      }
+      for (int i = 0; i < MB; ++i)
+        for (int j = 0; j < NB; j += VL)
+          *(vfu*)(out + (long)(row + i) * N + col + j) =
+              *(const vfu*)(tile + i * NB + j) + *(const vfu*)(C + (long)(row + i) * N + col + j);
     }
   return 0;
 }
@@ -150,12 +211,15 @@ int kern(const float* restrict A, const float* restrict B, const float* restrict
 VARIANTS = [
     ("tile", 57, 2, 64, 0),  # the best as-AVX2 record of a search with k tiles up to 128
     ("tile", 57, 2, 128, 0),
-    ("tile", 0, 1, 128, 0),
     ("tile", 0, 1, 256, 0),
-    ("tile", 171, 1, 256, 0),
+    ("tile", 171, 4, 256, 0),  # the best as-AVX2 record with k tiles up to 256 (3x32 tile)
     ("goto", 57, 1024, 128, 0),
     ("goto", 57, 256, 128, 0),
     ("goto", 57, 1024, 128, 1),
+    ("panel", 171, 4, 128, 0),  # i outer, A's block and B's strips packed
+    ("panel", 171, 4, 128, 2),  # j outer, B's strips packed, A read in place
+    ("panel", 171, 4, 128, 1),  # j outer, both packed
+    ("panel", 57, 16, 128, 1),
 ]
 
 
@@ -164,9 +228,14 @@ def macros(variant, mr: int, nr: int) -> tuple[str, dict]:
     ni2 = ni2 or M // mr
     if order == "tile":
         name = f"tile {mr * ni2}x{nr * cols} k{kc}"
-        return name, dict(GOTO=0, NI2=ni2, NJ2=cols, NC=nr * cols, KC=kc, PACKA=0)
+        return name, dict(GOTO=0, PANEL=0, NI2=ni2, NJ2=cols, NC=nr * cols, KC=kc, PACKA=0)
+    if order == "panel":
+        name = (f"panel {mr * ni2}x{nr * cols} k{kc} " + ("j outer" if pack_a else "i outer")
+                + (" packed A" if pack_a == 1 else ""))
+        return name, dict(GOTO=0, PANEL=1, NI2=ni2, NJ2=cols, NC=nr * cols, KC=kc,
+                          JOUTER=int(pack_a > 0), PACKA=int(pack_a == 1))
     name = f"goto {mr * ni2} rows x {cols} k{kc}" + (" packed A" if pack_a else "")
-    return name, dict(GOTO=1, NI2=ni2, NJ2=1, NC=cols, KC=kc, PACKA=pack_a)
+    return name, dict(GOTO=1, PANEL=0, NI2=ni2, NJ2=1, NC=cols, KC=kc, PACKA=pack_a)
 
 
 def build(target: Target, defs: dict, mr: int, nv: int):
@@ -176,7 +245,20 @@ def build(target: Target, defs: dict, mr: int, nv: int):
     flags = ["-O3", "-fPIC", "-shared", "-std=gnu11", *isa_flags(target)]
     lib = ctypes.CDLL(str(compile_shared(src, name="matmul_nest", flags=flags)))
     lib.kern.argtypes = [ctypes.c_void_p] * 4
-    return lib.kern
+    lib.micro_alone.argtypes = [ctypes.c_long]
+    return lib
+
+
+def micro_alone_gflops(target: Target, mr: int, nv: int, rounds: int) -> list:
+    """GFLOP/s of the register tile alone (256 steps, every operand in L1), per round."""
+    lib = build(target, dict(GOTO=0, PANEL=0, NI2=1, NJ2=1, NC=1, KC=256, PACKA=0), mr, nv)
+    flops = 2 * mr * nv * (target.vector_bits // 32) * 256
+    reps = max(1, int(2e9 / flops))  # about 2 GFLOP: 20 ms at peak
+    out = []
+    for _ in range(max(3, rounds // 4)):
+        secs = _common.median_seconds(lambda: lib.micro_alone(reps), repeat=3, min_time=0)
+        out.append(flops * reps / secs / 1e9)
+    return out
 
 
 def main():
@@ -203,7 +285,7 @@ def main():
         if M % (mr * defs["NI2"]) or N % defs["NC"] or defs["NC"] % (lanes * nv):
             print(f"{name}: skipped (the tiles do not divide {M}x{N})")
             continue
-        kern = build(target, defs, mr, nv)
+        kern = build(target, defs, mr, nv).kern
         out = np.empty((M, N), "float32")
         ptrs = [x.ctypes.data for x in (a, b, c, out)]
         kern(*ptrs)
@@ -212,6 +294,7 @@ def main():
         fns[name] = (lambda kern=kern, ptrs=ptrs: kern(*ptrs))
     o = np.empty((M, N), "float32")
     fns["numpy"] = lambda: np.add(np.matmul(a, b, out=o), c, out=o)
+    alone = micro_alone_gflops(target, mr, nv, args.rounds)
 
     times = {k: [] for k in fns}
     for r in range(args.rounds):
@@ -224,6 +307,9 @@ def main():
         rows.append({"variant": k, "median_ms": med * 1e3, "min_ms": low * 1e3,
                      "vs_numpy_median": np_med / med, "vs_numpy_min": np_min / low,
                      "gflops_min": 2 * M * N * K / low / 1e9})
+    print(f"the register tile alone ({mr}x{nv} vectors, 256 steps, operands in L1): "
+          f"{statistics.median(alone):.1f} GFLOP/s median, {max(alone):.1f} fastest, of "
+          f"{_common.fma_peak_gflops(target):.1f} measured FMA peak")
     _common.print_table(f"matmul_add {M}x{N}x{K}, one thread, {args.rounds} alternated rounds "
                         "(ratios > 1: faster than numpy)", rows, [
                             ("variant", "variant", "{}"), ("median_ms", "median ms", "{:.2f}"),
@@ -234,6 +320,8 @@ def main():
     _common.write_json(args.json, {"benchmark": "matmul_nests", "cpu": _common.cpu_name(),
                                    "isa": str(target), "blas": _common.blas_info(),
                                    "register_tile": args.register_tile, "rounds": args.rounds,
+                                   "register_tile_alone_gflops": alone,
+                                   "fma_peak_gflops": _common.fma_peak_gflops(target),
                                    "rows": rows})
 
 

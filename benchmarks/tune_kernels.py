@@ -3,8 +3,9 @@ with its library baseline measured in the same run (numpy or torch, one thread).
 checkpoints of one run: the work dir resumes from 64 to 256 to 512 trials.
 
 The tuned kernel is compiled with compile_tir and timed the way a user calls it: from
-Python, with ordinary numpy arrays (numpy's own allocation), median of many calls. Its output
-is checked against the library's.
+Python, with ordinary numpy arrays (numpy's own allocation), in alternation with the library
+and with the record's own measurement protocol over 7 rounds (the median of each; a drift of
+this shared machine then weighs on all three). Its output is checked against the library's.
 
 Targets (issue 23): matmul_add 1024 >= 1.0x numpy, conv2d (the tutorial's and a stride-2 one)
 >= 1.0x torch, depthwise >= 1.5x torch, relu(x@W+b) >= 1.5x numpy, each within 10 minutes of
@@ -78,10 +79,6 @@ WORKLOADS = {
 }
 
 
-def user_seconds(fn, *, repeat=21, min_time=0.2) -> float:
-    return _common.median_seconds(fn, repeat=repeat, min_time=min_time)
-
-
 def tune_to(func, trials, work, seed, per_iter, cost_model, target):
     sched = TaskScheduler.create("gradient")
     t0 = time.time()
@@ -139,15 +136,18 @@ def bench(key: str, trials_list, args, out_dir: Path) -> list:
         out = np.empty(tensors[-1].shape, "float32")
         mod(*inputs, out)
         np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-3 * max(1, np.abs(want).max()))
-        ours = user_seconds(lambda: mod(*inputs, out))
-        theirs = user_seconds(lib)
-        # the record's own protocol, now: apart from the machine's drift since the record
-        # was measured, and the luck of the fastest of many noisy candidates
+        # the record's own protocol, now, in the same rounds: apart from the machine's drift
+        # since the record was measured, and the luck of the fastest of many noisy candidates
         known = {f.name for f in dataclasses.fields(EvaluatorConfig)}
         c = EvaluatorConfig.from_json({k: v for k, v in mod.record.measure.items() if k in known})
-        retimed = mod.time_evaluator(number=c.number, repeat=c.repeat,
-                                     min_repeat_ms=c.min_repeat_ms, arg_offsets=c.arg_offsets,
-                                     calls_from=c.calls_from)(*inputs, out).median
+        evaluator = mod.time_evaluator(number=c.number, repeat=c.repeat,
+                                       min_repeat_ms=c.min_repeat_ms, arg_offsets=c.arg_offsets,
+                                       calls_from=c.calls_from)
+        timed = _common.interleaved_seconds(
+            {"ours": lambda: mod(*inputs, out), "lib": lib,
+             "record": lambda: evaluator(*inputs, out).median},
+            rounds=7, repeat=5, min_time=0.2, self_timed=("record",))
+        ours, theirs, retimed = timed["ours"], timed["lib"], timed["record"]
         rows.append({"workload": key, "trials": trials, "looptune_ms": ours * 1e3,
                      "record_ms": mod.record.median_secs * 1e3, "baseline": label,
                      "baseline_ms": theirs * 1e3, "vs_baseline": theirs / ours,

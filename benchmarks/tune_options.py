@@ -16,7 +16,6 @@ longest reduction tile inside the register tile (`max_innermost_reduction`).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -104,16 +103,12 @@ def main():
     inputs = [rng.uniform(-1, 1, t.shape).astype("float32") for t in tensors[:-1]]
     label, lib = baseline(op, inputs, {**OPS[op].defaults, **shape}, threads=1)
     out = np.empty(tensors[-1].shape, "float32")
-    times = {k: [] for k in mods}
-    theirs = []
-    for _ in range(5):
-        for k, mod in mods.items():
-            times[k].append(_common.median_seconds(lambda: mod(*inputs, out), repeat=5))
-        theirs.append(_common.median_seconds(lib, repeat=5))
-    base = statistics.median(theirs)
+    timed = _common.interleaved_seconds(
+        {**{k: (lambda mod=mod: mod(*inputs, out)) for k, mod in mods.items()}, "lib": lib},
+        rounds=5, repeat=5)
+    base = timed.pop("lib")
     rows = []
-    for (option, seed), ts in times.items():
-        ours = statistics.median(ts)
+    for (option, seed), ours in timed.items():
         rows.append({"option": option, "seed": seed, "ms": ours * 1e3,
                      "space_trials": [n for n, _ in spread[(option, seed)]],
                      "space_best_ms": [b for _, b in spread[(option, seed)]],
