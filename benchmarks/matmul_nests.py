@@ -134,8 +134,15 @@ int kern(const float* restrict A, const float* restrict B, const float* restrict
     }
   return 0;
 }
-#elif PANEL
+#else
 #define NB (NR * NJ2)
+#if PANEL  /* B's panel as NR-column strips, each KC x NR and contiguous */
+#define STRIP(j2) (Bp + (j2) * KC * NR)
+#define BS NR
+#else  /* B's panel row by row, KC x NB */
+#define STRIP(j2) (Bp + (j2) * NR)
+#define BS NB
+#endif
 static float tile[MB * NB] __attribute__((aligned(64)));
 static float Bp[KC * NB] __attribute__((aligned(64)));
 static float Ap[MB * KC] __attribute__((aligned(64)));
@@ -145,11 +152,17 @@ int kern(const float* restrict A, const float* restrict B, const float* restrict
     for (int row = 0; row < M; row += MB) {
       memset(tile, 0, sizeof tile);
       for (int k0 = 0; k0 < K; k0 += KC) {
-        for (int j2 = 0; j2 < NJ2; ++j2)  /* each NR-column strip: KC x NR, contiguous */
+#if PANEL
+        for (int j2 = 0; j2 < NJ2; ++j2)
           for (int k = 0; k < KC; ++k)
             for (int j = 0; j < NR; j += VL)
-              *(vfu*)(Bp + j2 * KC * NR + k * NR + j) =
+              *(vfu*)(STRIP(j2) + k * NR + j) =
                   *(const vfu*)(B + (long)(k0 + k) * N + col + j2 * NR + j);
+#else
+        for (int k = 0; k < KC; ++k)
+          for (int j = 0; j < NB; j += VL)
+            *(vfu*)(Bp + k * NB + j) = *(const vfu*)(B + (long)(k0 + k) * N + col + j);
+#endif
 #if PACKA
         for (int i2 = 0; i2 < NI2; ++i2)  /* by register-tile rows, step-major */
           for (int k = 0; k < KC; ++k)
@@ -164,37 +177,11 @@ int kern(const float* restrict A, const float* restrict B, const float* restrict
           for (int j2 = 0; j2 < NJ2; ++j2)
 #endif
 #if PACKA
-            micro(Ap + i2 * MR * KC, 1, MR, Bp + j2 * KC * NR, NR,
-                  tile + i2 * MR * NB + j2 * NR, NB);
+            micro(Ap + i2 * MR * KC, 1, MR, STRIP(j2), BS, tile + i2 * MR * NB + j2 * NR, NB);
 #else
-            micro(A + (long)(row + i2 * MR) * K + k0, K, 1, Bp + j2 * KC * NR, NR,
+            micro(A + (long)(row + i2 * MR) * K + k0, K, 1, STRIP(j2), BS,
                   tile + i2 * MR * NB + j2 * NR, NB);
 #endif
-      }
-      for (int i = 0; i < MB; ++i)
-        for (int j = 0; j < NB; j += VL)
-          *(vfu*)(out + (long)(row + i) * N + col + j) =
-              *(const vfu*)(tile + i * NB + j) + *(const vfu*)(C + (long)(row + i) * N + col + j);
-    }
-  return 0;
-}
-#else
-#define NB (NR * NJ2)
-static float tile[MB * NB] __attribute__((aligned(64)));
-static float Bp[KC * NB] __attribute__((aligned(64)));
-int kern(const float* restrict A, const float* restrict B, const float* restrict C,
-         float* restrict out) {
-  for (int col = 0; col < N; col += NB)
-    for (int row = 0; row < M; row += MB) {
-      memset(tile, 0, sizeof tile);
-      for (int k0 = 0; k0 < K; k0 += KC) {
-        for (int k = 0; k < KC; ++k)
-          for (int j = 0; j < NB; j += VL)
-            *(vfu*)(Bp + k * NB + j) = *(const vfu*)(B + (long)(k0 + k) * N + col + j);
-        for (int i2 = 0; i2 < NI2; ++i2)
-          for (int j2 = 0; j2 < NJ2; ++j2)
-            micro(A + (long)(row + i2 * MR) * K + k0, K, 1, Bp + j2 * NR, NB,
-                  tile + i2 * MR * NB + j2 * NR, NB);
       }
       for (int i = 0; i < MB; ++i)
         for (int j = 0; j < NB; j += VL)
