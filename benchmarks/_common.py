@@ -73,10 +73,10 @@ def median_seconds(fn, *, repeat: int = 15, min_time: float = 0.05) -> float:
     return statistics.median(res)
 
 
-def interleaved_seconds(fns: dict, *, rounds: int = 7, repeat: int = 5,
-                        min_time: float = 0.05, self_timed=()) -> dict:
-    """Each callable's median time over `rounds` rounds that time every callable in turn
-    (median_seconds each), the order reversed every other round: on a shared machine a
+def interleaved_rounds(fns: dict, *, rounds: int = 7, repeat: int = 5,
+                       min_time: float = 0.05, self_timed=()) -> dict:
+    """Each callable's times, one per round, over `rounds` rounds that time every callable in
+    turn (median_seconds each), the order reversed every other round: on a shared machine a
     drift then weighs on all of them alike instead of on whichever was timed during it.
     The callables named in `self_timed` return their own time per call instead (a record's
     measurement protocol: time_evaluator(...)(...).median)."""
@@ -85,7 +85,12 @@ def interleaved_seconds(fns: dict, *, rounds: int = 7, repeat: int = 5,
         for k in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
             times[k].append(fns[k]() if k in self_timed else
                             median_seconds(fns[k], repeat=repeat, min_time=min_time))
-    return {k: statistics.median(v) for k, v in times.items()}
+    return times
+
+
+def interleaved_seconds(fns: dict, **options) -> dict:
+    """Each callable's median over interleaved_rounds(fns, **options)."""
+    return {k: statistics.median(v) for k, v in interleaved_rounds(fns, **options).items()}
 
 
 def module_seconds(mod, args, *, repeat: int = 15, min_repeat_ms: float = 50) -> float:

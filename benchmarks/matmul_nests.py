@@ -283,10 +283,7 @@ def main():
     fns["numpy"] = lambda: np.add(np.matmul(a, b, out=o), c, out=o)
     alone = micro_alone_gflops(target, mr, nv, args.rounds)
 
-    times = {k: [] for k in fns}
-    for r in range(args.rounds):
-        for k in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
-            times[k].append(_common.median_seconds(fns[k], repeat=3, min_time=0))
+    times = _common.interleaved_rounds(fns, rounds=args.rounds, repeat=3, min_time=0)
     np_med, np_min = statistics.median(times["numpy"]), min(times["numpy"])
     rows = []
     for k, v in times.items():
