@@ -7,6 +7,7 @@ target has no AVX-512 in it, whatever the host); either way tuned for no CPU in 
 from __future__ import annotations
 
 from ..codegen import CRenderer, finish_lowering, lower_loops
+from ..codegen.passes.tensorize import intrinsics_used
 from ..env import cc as default_cc
 from ..error import BuildError
 from ..runtime.compiler import CFLAGS, compile_library, compile_shared, object_of, \
@@ -65,7 +66,15 @@ class CPUBackend(Backend):
         """The flat, vectorized loop program (`vectorize=False`: scalar, for the
         interpreter)."""
         loops = self.lower_loops(func) if loops is None else loops
-        return finish_lowering(loops, vectorize=vectorize, vector_bits=self.target.vector_bits)
+        lowered = finish_lowering(loops, vectorize=vectorize, vector_bits=self.target.vector_bits)
+        for intrin in intrinsics_used(lowered.body):
+            if not intrin.offered_by(self.target):
+                lacks = [f for f in intrin.requires if not self.target.has(f)]
+                offered = ", ".join(self.target.tensor_intrins()) or "none"
+                raise BuildError(f"{func.name} is tensorized with {intrin.name}, which needs "
+                                 f"{', '.join(lacks)}: {self.target} lacks it; tensorize with "
+                                 f"one of the target's intrinsics ({offered})")
+        return lowered
 
     def render(self, func, lowered, *, meta=None) -> Source:
         return Source(func, CRenderer().render(lowered, meta=meta), CRenderer.symbol(func))

@@ -17,6 +17,8 @@ from ..tir import dtype as dt
 from ..tir.expr import INDEX_CHECK_OP, Broadcast, BufferLoad, Call, Cast, Ramp, Select, Var
 from ..tir.func import PrimFunc
 from ..tir.functor import visit
+from ..tir.intrin import get_intrin
+from ..tir.intrin.base import intrin_of_op
 from ..tir.stmt import Allocate, BufferStore, For
 from . import vector_math
 from .cstyle import CStyleRenderer, c_comment, c_identifier, c_string
@@ -101,6 +103,12 @@ static inline int omp_get_max_threads(void) { return 1; }
         return f"({self.expr(e.cond, 4)} ? {t} : {f})"
 
     def call(self, e: Call) -> str:
+        intrin = intrin_of_op(e.op)
+        if intrin is not None:  # tensorize: the unit's C, on its operands' first elements
+            self.helpers.add(("intrin", intrin.name))
+            args = [f"&{self.expr(a)}" if isinstance(a, BufferLoad) else self.expr(a)
+                    for a in e.args]
+            return f"{e.op}({', '.join(args)})"
         if e.op == INDEX_CHECK_OP:  # lt_err: the kernel's error record (index_error_defs)
             x, size, wrap, site = (self.expr(a) for a in e.args)
             return f"lt_check_index({x}, {size}, {wrap}, {site}, lt_err)"
@@ -227,6 +235,9 @@ static inline int omp_get_max_threads(void) { return 1; }
                     f"return __builtin_shuffle(a, b, ({it}){{{mask}}}); }}"]
         if kind == "vmath":
             return [vector_math.definitions(d, dt.lanes(d))]
+        if kind == "intrin":
+            intrin = get_intrin(d)
+            return [f"#include <{h}>" for h in intrin.headers] + [intrin.impl]
         return super().helper_def(kind, d)
 
     # ------------------------------------------------------------------ function

@@ -13,6 +13,7 @@ from ..tir.buffer import Buffer
 from ..tir.expr import (INDEX_CHECK_OP, PREFETCH_OP, Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm,
                         Not, Ramp, Select, Var)
 from ..tir.func import PrimFunc
+from ..tir.intrin.base import INTRIN_OP
 from ..tir.printer import Names
 from ..tir.stmt import (SHFL_DOWN_OP, Allocate, BufferStore, Comment, Evaluate, For, IfThenElse,
                         SeqStmt, is_barrier)
@@ -188,6 +189,9 @@ class CStyleRenderer:
     def call(self, e: Call) -> str:
         if e.op == PREFETCH_OP:  # read soon, keep in every cache level
             return f"__builtin_prefetch(&{self.expr(e.args[0])}, 0, 3)"
+        if e.op.startswith(INTRIN_OP):
+            raise BuildError(f"{type(self).__name__} has no tensor intrinsics ({e.op}): "
+                             "tensorize belongs in CPU code")
         args = [self.expr(a) for a in e.args]
         if e.op == INDEX_CHECK_OP:
             # a dialect with no error path (CUDA) reads a safe element; CPU C reports (c.py)

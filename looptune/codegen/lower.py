@@ -17,6 +17,7 @@ from .passes import (accumulation_loops, auto_unroll, compact_buffers, flatten, 
                      vectorize_loops)
 from .passes.check_index import check_indices
 from .passes.prefetch import prefetch_next
+from .passes.tensorize import tensorize_loops
 from .passes.unit_loops import drop_unit_loops
 from .passes.unroll import cap_unrolling, copied_terms_last, folds_per_copy
 from .passes.widen import widen_indices
@@ -45,12 +46,15 @@ def finish_lowering(loops: PrimFunc, *, vectorize: bool = True,
     simplification; indices loaded from memory checked first, passes/check_index.py),
     vectorization, C integer division and 64-bit index arithmetic where int32 could
     overflow (passes/widen.py); software prefetches where a loop asks for them
-    (passes/prefetch.py; compiled code only: `vectorize=False` is the interpreter's).
+    (passes/prefetch.py; compiled code only: `vectorize=False` is the interpreter's), and
+    before all of it, nests marked by Schedule.tensorize replaced by their tensor intrinsic's
+    call (passes/tensorize.py; compiled code only too).
     Loops to unroll explicitly mostly stay loops here and the renderer prints their copies,
     so the passes run on one copy; only those whose copies simplify differently
     (`folds_per_copy`) are copied first."""
     lanes = max(1, host_vector_bits(vector_bits) // 32)
-    body = drop_unit_loops(partition_loops(partition_selects(drop_unit_loops(loops.body))))
+    body = tensorize_loops(loops.body) if vectorize else loops.body
+    body = drop_unit_loops(partition_loops(partition_selects(drop_unit_loops(body))))
     body = cap_unrolling(body, lanes=lanes)
     body = unroll_explicit(body, only=folds_per_copy)
     if vectorize:

@@ -450,6 +450,15 @@ class Schedule:
         return self.apply_instruction("RFactor", [loop],
                                       _ints("rfactor", factor_axis=factor_axis))[0]
 
+    def tensorize(self, loop: LoopRV, intrin) -> None:
+        """Compute the loop nest from `loop` down with a tensor intrinsic (its name, or a
+        TensorIntrin: tir.intrin.intrin_names() lists them); the nest must compute what the
+        intrinsic's description does (same extents, expression and operand layout)."""
+        name = getattr(intrin, "name", intrin)
+        if not isinstance(name, str):
+            raise ScheduleError(f"tensorize: intrin must be a name or a TensorIntrin, got {intrin!r}")
+        self.apply_instruction("Tensorize", [loop], [name])
+
     def enter_postproc(self) -> None:
         """Mark the point after which the trace holds postprocessing instructions."""
         self.apply_instruction("EnterPostproc", [], [])

@@ -102,6 +102,14 @@ class Target:
     def has(self, feature: str) -> bool:
         return feature in self.features
 
+    def tensor_intrins(self) -> list:
+        """The names of the tensor intrinsics (tir.intrin) whose units this target has; code
+        for it uses no other."""
+        if self.kind != "cpu":
+            return []
+        from ..tir.intrin import get_intrin, intrin_names
+        return [n for n in intrin_names() if get_intrin(n).offered_by(self)]
+
     # ISA facts: what code built for this target needs from the machine that runs it
     def isa_features(self) -> tuple:
         """The instruction-set extensions of this target (ISA_FEATURES), sorted."""
@@ -235,7 +243,7 @@ def _size(text: str) -> int:
 
 # The ISAs a machine can be narrowed to (LOOPTUNE_HOST_ISA, `narrowed`): name -> (the
 # extensions it needs, those it drops by prefix, its vector width)
-NARROW_ISAS = {"avx2": (("avx2", "fma"), ("avx512", "amx"), 256)}
+NARROW_ISAS = {"avx2": (("avx2", "fma"), ("avx512", "amx", "avx_vnni"), 256)}
 
 
 def narrowed(target: Target, isa: str) -> Target:
