@@ -10,7 +10,8 @@ from looptune import te
 from looptune.graph import GraphBuilder, compile_model, evaluate
 from looptune.graph.default_schedule import default_schedule
 from looptune.graph.simplify import prepare
-from looptune.runtime.ndarray import pack_last_axis
+from looptune.error import RunError
+from looptune.runtime.ndarray import pack_array, pack_last_axis
 from looptune.schedule import ScheduleError
 from looptune.schedule.primitives.layout import PACKED
 from looptune.tir.expr import Var
@@ -79,9 +80,8 @@ def test_pack_layout_refuses_what_it_cannot_pack():
         sch.pack_layout(b, 1, 1)
     with pytest.raises(ScheduleError, match="no read buffer #5"):
         sch.pack_layout(b, 5, 16)
-    sch.pack_layout(b, 1, 16)
-    with pytest.raises(ScheduleError, match="already packed"):
-        sch.pack_layout(b, 1, 8)
+    with pytest.raises(ScheduleError, match="axis must be one of B's axes 0..1"):
+        sch.pack_layout(b, 1, 8, axis=2)
     sch2, b2 = column_tiles(matmul())
     cw = sch2.cache_read(b2, 0, "local")
     with pytest.raises(ScheduleError, match="not an argument"):
@@ -174,3 +174,27 @@ def test_the_runner_packs_random_inputs_like_the_reference_sees_them():
     assert run(((1, 16),)).ok
     # given the weight unpacked, the kernel reads the wrong elements: the check catches it
     assert run(()).error_class == "wrong_result"
+
+
+def test_pack_layout_twice_packs_the_packed_layout_on_any_axis():
+    """(K, N) by 16 on N: (N/16, K, 16); then by 8 on K (axis 1 of the packed layout):
+    (K/8, N/16, 8, 16). The spec records both steps; pack_array packs data alike and the
+    kernel computes the same."""
+    sch, b = column_tiles(matmul())
+    sch.pack_layout(b, 1, 16)
+    sch.pack_layout(b, 1, 8, axis=1)
+    assert sch.func.attr(PACKED) == ((1, ((16, 1), (8, 1))),)
+    assert sch.func.params[1].shape == (5, 5, 8, 16)
+    mod = lt.build(sch)
+    assert mod.packed_params == ((1, ((16, 1), (8, 1))),)
+    a, w = rand(24, 40), rand(40, 72)
+    packed = pack_array(w, ((16, 1), (8, 1)))
+    assert packed.shape == (5, 5, 8, 16) and packed[3, 2, 5, 7] == w[3 * 8 + 5, 2 * 16 + 7]
+    c = np.full((24, 72), np.nan, "float32")
+    mod(*mod.pack(a, w, c))
+    np.testing.assert_allclose(c, a @ w, rtol=1e-4, atol=1e-4)
+    with pytest.raises(RunError, match="takes it packed"):
+        mod(a, w, c)
+    again = lt.Schedule(matmul())
+    sch.trace.apply_to_schedule(again)
+    assert again.func.attr(PACKED) == sch.func.attr(PACKED)

@@ -25,6 +25,7 @@ SMALL = {
     "gelu": dict(M=6, N=9),
     "add": dict(N=1, C=3, H=4, W=5),
     "reduce_sum": dict(M=7, N=13),
+    "matmul_u8s8": dict(M=6, N=32, K=8),
 }
 
 
@@ -33,7 +34,10 @@ def small_workload(name: str):
     tensors, reference, _ = workload(name, **SMALL[name])
     func = te.create_prim_func(tensors)
     rng = np.random.default_rng(zlib.crc32(name.encode()))  # the same in every process
-    inputs = [rng.uniform(-1, 1, t.shape).astype(t.dtype) for t in tensors[:-1]]
+    inputs = [rng.integers(np.iinfo(t.dtype).min, np.iinfo(t.dtype).max, t.shape,
+                           endpoint=True).astype(t.dtype)
+              if np.issubdtype(np.dtype(t.dtype), np.integer)
+              else rng.uniform(-1, 1, t.shape).astype(t.dtype) for t in tensors[:-1]]
     expected = np.asarray(reference(*inputs))
     out = tensors[-1]
     return func, inputs, expected, (out.shape, out.dtype)

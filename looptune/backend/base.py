@@ -176,6 +176,7 @@ class Backend:
         source = self.generate(sch_or_func, name=name)
         artifact = self.compile(source, flags=flags, timeout=timeout)
         mod = self.load(artifact, args_info(source.func), source=source.text)
+        mod.packed_params = source.func.attr("packed_params", ())
         if num_threads is not None:
             mod.set_num_threads(num_threads, source=threads_from)
         return mod

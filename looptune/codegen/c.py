@@ -3,6 +3,12 @@ extensions for vectors, and a packed wrapper the runtime calls from a pointer li
 
 Vectors use GCC vector extensions: `typedef float lt_float32x8 __attribute__((vector_size(32)))`,
 with unaligned loads/stores through a may_alias typedef of alignment 4.
+
+bfloat16 has no C type here (GCC's C gained __bf16 in 13): a value is its bits, a uint16_t
+(a vector of them a vector of uint16_t), as the tensor intrinsics' C takes them. Casts go
+through float32 (bits << 16 one way, rounding to nearest even the other, as ml_dtypes
+rounds), and each bfloat16 operation computes in float32 and rounds its result back to
+bfloat16, as numpy with ml_dtypes does.
 """
 from __future__ import annotations
 
@@ -10,18 +16,21 @@ import re
 import subprocess
 from functools import lru_cache
 
+import numpy as np
+
 from .. import env
 from ..error import INDEX_ERROR_STATUS
 from ..version import __version__
 from ..tir import dtype as dt
-from ..tir.expr import INDEX_CHECK_OP, Broadcast, BufferLoad, Call, Cast, Ramp, Select, Var
+from ..tir.expr import (INDEX_CHECK_OP, Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, Ramp,
+                        Select, Var)
 from ..tir.func import PrimFunc
 from ..tir.functor import visit
 from ..tir.intrin import get_intrin
 from ..tir.intrin.base import intrin_of_op
 from ..tir.stmt import Allocate, BufferStore, For
 from . import vector_math
-from .cstyle import CStyleRenderer, c_comment, c_identifier, c_string
+from .cstyle import F32_CALLS, CStyleRenderer, c_comment, c_identifier, c_string
 from .passes.check_index import INDEX_SITES
 
 # Macros of the generated code's headers, where the compiler cannot say which (see
@@ -89,10 +98,47 @@ static inline int omp_get_max_threads(void) { return 1; }
                        "return v; }")
         return "\n".join(out)
 
+    # ------------------------------------------------------------------ bfloat16
+    def float_literal(self, v: float, dtype: str) -> str:
+        if _is_bf16(dtype):
+            return f"((uint16_t){bf16_bits(v):#06x})"
+        return super().float_literal(v, dtype)
+
+    def binary(self, e: Binary, prec: int) -> str:
+        if _is_bf16(e.a.dtype) or _is_bf16(e.b.dtype):
+            return self.expr(_in_float32(e), prec)
+        return super().binary(e, prec)
+
+    def bf16_cast(self, value, dtype: str) -> str:
+        """A cast to or from bfloat16: through float32, with the lt_*bf16* helpers."""
+        n = dt.lanes(dtype)
+        lanes = "" if n == 1 else f"x{n}"
+        f32 = dt.with_lanes("float32", n)
+        self.helpers.add(("bf16", dt.with_lanes("bfloat16", n)))
+        if n > 1:  # declare the vector types the helpers take and return
+            for d in (f32, dt.with_lanes("bfloat16", n)):
+                self.type_name(d)
+        if _is_bf16(value.dtype):
+            x = f"lt_bf16{lanes}_to_f32{lanes}({self.expr(value)})"
+            return x if dt.element(dtype) == "float32" else self.convert(x, dtype)
+        x = self.expr(value)
+        if dt.element(value.dtype) != "float32":
+            x = self.convert(x, f32)
+        return f"lt_f32{lanes}_to_bf16{lanes}({x})"
+
+    def convert(self, x: str, dtype: str) -> str:
+        """The rendered value `x` converted to `dtype` (no bfloat16 on either side)."""
+        if dt.lanes(dtype) > 1:
+            return f"__builtin_convertvector({x}, {self.type_name(dtype)})"
+        return f"(({self.type_name(dtype)})({x}))"
+
     # ------------------------------------------------------------------ vector expressions
     def cast(self, e: Cast) -> str:
+        src, dst = dt.element(e.value.dtype), dt.element(e.dtype)
+        if src != dst and "bfloat16" in (src, dst):
+            return self.bf16_cast(e.value, e.dtype)
         if dt.lanes(e.dtype) > 1:
-            return f"__builtin_convertvector({self.expr(e.value)}, {self.type_name(e.dtype)})"
+            return self.convert(self.expr(e.value), e.dtype)
         return super().cast(e)
 
     def select(self, e: Select) -> str:
@@ -112,6 +158,8 @@ static inline int omp_get_max_threads(void) { return 1; }
         if e.op == INDEX_CHECK_OP:  # lt_err: the kernel's error record (index_error_defs)
             x, size, wrap, site = (self.expr(a) for a in e.args)
             return f"lt_check_index({x}, {size}, {wrap}, {site}, lt_err)"
+        if e.op in F32_CALLS and any(_is_bf16(x.dtype) for x in (e, *e.args)):
+            return self.expr(_in_float32(e))
         return super().call(e)
 
     def vector_call(self, e: Call, args: list) -> str:
@@ -226,7 +274,7 @@ static inline int omp_get_max_threads(void) { return 1; }
             n, ct = dt.lanes(d), dt.c_type(dt.element(d))
             it = f"lt_shuffle_i{dt.bits(dt.element(d))}x{n}"
             mask = ", ".join(str(2 * i if i < n // 2 else 2 * i + 1) for i in range(n))
-            ity = "int32_t" if dt.bits(dt.element(d)) == 32 else "int64_t"
+            ity = f"int{dt.bits(dt.element(d))}_t"  # the mask's lanes are as wide as the data's
             # elements p[0], p[2], ... p[2n-2]: the second load starts at p[n-1] so that
             # nothing past the last element is read
             return [f"typedef {ity} {it} __attribute__((vector_size({dt.nbytes(d)})));",
@@ -235,6 +283,8 @@ static inline int omp_get_max_threads(void) { return 1; }
                     f"return __builtin_shuffle(a, b, ({it}){{{mask}}}); }}"]
         if kind == "vmath":
             return [vector_math.definitions(d, dt.lanes(d))]
+        if kind == "bf16":
+            return [bf16_definitions(dt.lanes(d))]
         if kind == "intrin":
             intrin = get_intrin(d)
             return [f"#include <{h}>" for h in intrin.headers] + [intrin.impl]
@@ -278,6 +328,74 @@ static inline void* lt_alloc(size_t n) {{ return aligned_alloc(64, (n + 63) / 64
     def packed_wrapper(self, func: PrimFunc, fname: str) -> str:
         args = ", ".join(f"({dt.c_type(b.dtype)}*)args[{i}]" for i, b in enumerate(func.params))
         return f"int32_t {fname}_packed(void** args) {{ return {fname}({args}); }}"
+
+
+def _is_bf16(dtype: str) -> bool:
+    return dt.element(dtype) == "bfloat16"
+
+
+def _in_float32(e):
+    """`e`, an operation on bfloat16 values (a Binary or a math Call), as C computes it: on
+    float32, its result rounded back to bfloat16 (a comparison's result is bool as it is)."""
+    def f32(x):
+        if not _is_bf16(x.dtype):
+            return x
+        if isinstance(x, FloatImm):  # the constant as the kernel sees it, for a reader
+            return FloatImm(bf16_value(bf16_bits(x.value)), "float32")
+        if isinstance(x, Broadcast):
+            return Broadcast(f32(x.value), x.lanes, dt.with_lanes("float32", x.lanes))
+        return Cast(x, dt.with_lanes("float32", dt.lanes(x.dtype)))
+
+    out = dt.with_lanes("float32", dt.lanes(e.dtype)) if _is_bf16(e.dtype) else e.dtype
+    if isinstance(e, Binary):
+        inner = Binary(e.op, f32(e.a), f32(e.b), out)
+    else:
+        inner = Call(e.op, tuple(f32(a) for a in e.args), out)
+    return Cast(inner, e.dtype) if _is_bf16(e.dtype) else inner
+
+
+def bf16_bits(v: float) -> int:
+    """The bits of `v` as bfloat16: rounded to float32, then to nearest even (what
+    lt_f32_to_bf16 and ml_dtypes do; a NaN becomes the quiet NaN of its sign)."""
+    with np.errstate(over="ignore"):
+        u = int(np.array(v, np.float32).view(np.uint32))
+    if v != v:
+        return ((u >> 16) & 0x8000) | 0x7FC0
+    return (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+
+
+def bf16_value(bits: int) -> float:
+    return float(np.array(bits << 16, np.uint32).view(np.float32))
+
+
+def bf16_definitions(lanes: int) -> str:
+    """C of the bfloat16 <-> float32 conversions, scalar (lanes 1: lt_bf16_to_f32,
+    lt_f32_to_bf16) or on vectors of `lanes` (lt_bf16x8_to_f32x8, lt_f32x8_to_bf16x8, on
+    lt_bfloat16x8 and lt_float32x8, typedef'd before). float32 -> bfloat16 rounds to nearest
+    even: adding 0x7fff plus the kept part's lowest bit carries into it exactly when the
+    dropped half is over a half, or a half with the kept part odd; a NaN becomes the quiet
+    NaN of its sign, 0x7fc0 or 0xffc0, as ml_dtypes makes it (payload bits are dropped). No
+    branch and no float compare: GCC vectorizes the scalar form in a plain loop (where
+    if-conversion is off, runtime/compiler.py), and -ffast-math cannot drop the NaN test."""
+    if lanes == 1:
+        return """static inline float lt_bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+static inline uint16_t lt_f32_to_bf16(float f) {
+  uint32_t u; memcpy(&u, &f, 4);
+  uint32_t nan = -(uint32_t)((u & 0x7fffffffu) > 0x7f800000u);
+  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return (uint16_t)((nan & (((u >> 16) & 0x8000u) | 0x7fc0u)) | (~nan & r)); }"""
+    n, u32 = lanes, f"lt_bf16_u32x{lanes}"
+    b, f = f"lt_bfloat16x{n}", f"lt_float32x{n}"
+    return f"""typedef uint32_t {u32} __attribute__((vector_size({4 * n})));
+static inline {f} lt_bf16x{n}_to_f32x{n}({b} h) {{
+  return ({f})(__builtin_convertvector(h, {u32}) << 16); }}
+static inline {b} lt_f32x{n}_to_bf16x{n}({f} x) {{
+  {u32} u = ({u32})x;
+  {u32} nan = ({u32})((u & 0x7fffffffu) > 0x7f800000u);
+  {u32} r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  r = (nan & (((u >> 16) & 0x8000u) | 0x7fc0u)) | (~nan & r);
+  return __builtin_convertvector(r, {b}); }}"""
 
 
 def index_error_defs(fname: str, sites) -> str:

@@ -62,7 +62,7 @@ def finish_lowering(loops: PrimFunc, *, vectorize: bool = True,
     f = flatten(check_indices(loops.with_body(body)))
     if not vectorize:
         return f.with_body(widen_indices(f.body))
-    body = vectorize_loops(f.body, host_vector_bits(vector_bits))
+    body = vectorize_loops(f.body, host_vector_bits(vector_bits), bf16_as_float32=True)
     return f.with_body(widen_indices(copied_terms_last(lower_intdiv(body))))
 
 

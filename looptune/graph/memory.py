@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ..runtime.limits import memory_problem, tensor_bytes
-from ..runtime.ndarray import pack_last_axis
+from ..runtime.ndarray import pack_array
 from ..schedule.primitives.layout import PACKED
 from .executor import ModelError
 
@@ -135,7 +135,7 @@ def plan_memory(graph, groups: list, kernels: dict) -> MemoryPlan:
         if (id(v), factor) not in seen:
             seen.add((id(v), factor))
             data = np.asarray(v.data, dtype=v.dtype)
-            constants.append(((id(v), factor), pack_last_axis(data, factor) if factor else data))
+            constants.append(((id(v), factor), pack_array(data, factor) if factor else data))
 
     for g, (ins, _) in zip(groups, steps):
         packed = dict(kernels[id(g)].attr(PACKED, ()))

@@ -131,6 +131,9 @@ class Module:
         self._set_threads = (getattr(self._lib, f"{symbol}_set_num_threads", None)
                              or getattr(self._lib, "lt_set_num_threads", None))
         self.num_threads = 0  # not set: OpenMP's default (usually all cores)
+        # ((position, spec), ...): arguments the kernel takes packed (schedule.pack_layout;
+        # the backend sets it from the function's "packed_params")
+        self.packed_params: tuple = ()
         # the fast call (call.py): C checks the arrays and runs the kernel; None: Python does
         self._call = fast_call(ctypes.cast(self._fn, ctypes.c_void_p).value, self.args,
                                release_gil=release_gil)
@@ -143,6 +146,13 @@ class Module:
         if self._set_threads is not None:
             self._set_threads(n)
         self.num_threads = n
+
+    def pack(self, *arrays) -> list:
+        """The arrays in the layout the kernel takes: those it takes packed (`packed`) packed
+        (runtime.ndarray.pack_array), the others as they are. Pack a constant (a weight)
+        once, then call the kernel with the packed copy."""
+        from .ndarray import pack_args
+        return pack_args(list(arrays), self.packed_params)
 
     def _pack(self, arrays):
         if len(arrays) != len(self.args):
@@ -158,8 +168,11 @@ class Module:
                 raise RunError(f"argument {info.name} must have dtype {want}, got {a.dtype}; "
                                f"convert with .astype('{want}')")
             if a.shape != tuple(info.shape):
+                how = dict(self.packed_params).get(i)
                 raise RunError(f"argument {info.name} must have shape {tuple(info.shape)}, got "
-                               f"{a.shape}")
+                               f"{a.shape}" + ("" if how is None else
+                                               f": the kernel takes it packed in blocks ({how}) "
+                                               "(pack_layout); pass mod.pack(*arrays)'s arrays"))
             if not a.flags.c_contiguous:
                 raise RunError(f"argument {info.name} must be C-contiguous; pass "
                                "np.ascontiguousarray(x)")

@@ -52,11 +52,34 @@ def pack_last_axis(a: np.ndarray, factor: int) -> np.ndarray:
     return aligned(np.moveaxis(out, -2, 0))
 
 
+def pack_axis(a: np.ndarray, factor: int, axis: int) -> np.ndarray:
+    """`a` with `axis` cut into blocks of `factor` (zero-padded), the block index outermost
+    and the offset in place: schedule.pack_layout's step."""
+    n = a.shape[axis]
+    blocks = -(-n // factor)
+    if blocks * factor != n:
+        pad = [(0, 0)] * a.ndim
+        pad[axis] = (0, blocks * factor - n)
+        a = np.pad(a, pad)
+    out = a.reshape(*a.shape[:axis], blocks, factor, *a.shape[axis + 1:])
+    return np.moveaxis(out, axis, 0)
+
+
+def pack_array(a: np.ndarray, spec) -> np.ndarray:
+    """`a` in the layout a "packed_params" spec describes (schedule.pack_layout: the factor
+    of one last-axis packing, or the ((factor, axis), ...) steps), 64-byte aligned."""
+    if isinstance(spec, int):
+        return pack_last_axis(a, spec)
+    for factor, axis in spec:
+        a = pack_axis(a, factor, axis)
+    return aligned(np.ascontiguousarray(a))
+
+
 def pack_args(arrays: list, packed) -> list:
-    """The arrays a function with attribute "packed_params" ((position, factor), ...) takes."""
+    """The arrays a function with attribute "packed_params" ((position, spec), ...) takes."""
     arrays = list(arrays)
-    for pos, factor in packed:
-        arrays[pos] = pack_last_axis(arrays[pos], factor)
+    for pos, spec in packed:
+        arrays[pos] = pack_array(arrays[pos], spec)
     return arrays
 
 

@@ -423,13 +423,17 @@ class Schedule:
         self.apply_instruction("StorageAlign", [block], _ints(
             "storage_align", buffer_index=buffer_index, axis=axis, factor=factor, offset=offset))
 
-    def pack_layout(self, block: BlockRV, read_index: int, factor: int) -> None:
+    def pack_layout(self, block: BlockRV, read_index: int, factor: int,
+                    axis: int | None = None) -> None:
         """Store the argument the block reads as read buffer #read_index with its last axis
-        in blocks of `factor`, outermost: (d0, .., dn) -> (ceil(dn / factor), d0, .., dn-1,
-        factor). The function then takes that argument packed; its attribute
-        "packed_params" says which ones, and runtime.ndarray.pack_last_axis packs them."""
-        self.apply_instruction("PackLayout", [block],
-                               _ints("pack_layout", read_index=read_index, factor=factor))
+        (or `axis`) in blocks of `factor`, outermost: (d0, .., dn) -> (ceil(dn / factor), d0,
+        .., dn-1, factor). The function then takes that argument packed; its attribute
+        "packed_params" says which ones and how, runtime.ndarray.pack_array (or the built
+        module's `pack`) packs them. Packing a packed argument again packs its new layout."""
+        attrs = _ints("pack_layout", read_index=read_index, factor=factor)
+        if axis is not None:
+            attrs += _ints("pack_layout", axis=axis)
+        self.apply_instruction("PackLayout", [block], attrs)
 
     def permute_layout(self, block: BlockRV, write_index: int, order) -> None:
         """Store the intermediate buffer the block writes as write buffer #write_index with

@@ -12,7 +12,9 @@ _ELEMENTS = {
     "int64": ("int", 64, "int64_t", "int64"),
     "uint8": ("uint", 8, "uint8_t", "uint8"),
     "float16": ("float", 16, "_Float16", "float16"),
-    "bfloat16": ("float", 16, "__bf16", "bfloat16"),  # numpy: ml_dtypes.bfloat16 (numpy_name)
+    # C: the bits (GCC's C before 13 has no __bf16; codegen/c.py computes in float32);
+    # numpy: ml_dtypes.bfloat16 (numpy_name)
+    "bfloat16": ("float", 16, "uint16_t", "bfloat16"),
     "float32": ("float", 32, "float", "float32"),
     "float64": ("float", 64, "double", "float64"),
 }

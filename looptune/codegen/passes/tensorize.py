@@ -13,7 +13,7 @@ from ...tir.expr import Call, const
 from ...tir.functor import map_children, visit
 from ...tir.intrin import TENSORIZE, get_intrin, match_nest
 from ...tir.intrin.base import IntrinMismatch, intrin_of_op
-from ...tir.stmt import Evaluate, For
+from ...tir.stmt import Evaluate, For, IfThenElse
 from .common import inside
 
 
@@ -28,7 +28,8 @@ def tensorize_loops(body):
                 raise BuildError(f"loop {s.loop_var.name} was tensorized with {intrin.name} "
                                  f"but no longer matches it after scheduling: {e}") from None
             args = tuple(m.operands) + tuple(const(x, "int64") for x in m.strides)
-            return Evaluate(Call(intrin.op, args, "int32"))
+            call = Evaluate(Call(intrin.op, args, "int32"))
+            return call if m.guard is None else IfThenElse(m.guard, call)
         inner = inside(dom, s) if isinstance(s, For) else dom
         return map_children(s, lambda x: walk(x, inner))
     return walk(body, {})

@@ -11,9 +11,10 @@ each annotated loop nest; `cap_unrolling` then bounds the whole kernel's printed
 """
 from __future__ import annotations
 
-from ...tir.expr import Binary, BufferLoad, IntImm, Ramp, Select, binary, const
+from ...tir.expr import Binary, BufferLoad, Call, IntImm, Ramp, Select, binary, const
+from ...tir.intrin.base import INTRIN_OP, TENSORIZE
 from ...tir.functor import map_children, stmt_children, substitute, transform, uses_var, visit
-from ...tir.stmt import BufferStore, For, IfThenElse, SeqStmt, seq, with_annotation
+from ...tir.stmt import BufferStore, Evaluate, For, IfThenElse, SeqStmt, seq, with_annotation
 from .vectorize import vector_pieces
 
 EXPLICIT = "pragma_unroll_explicit"
@@ -40,6 +41,8 @@ def auto_unroll(stmt, *, vector_bits: int = 256):
 
 
 def _mark(s, max_step: int, explicit: bool, lanes: int):
+    if isinstance(s, For) and s.annotation(TENSORIZE) is not None:
+        return s, 1  # one call of the tensor intrinsic
     if isinstance(s, For):
         body, steps = _mark(s.body, max_step, explicit, lanes)
         total = steps * (len(vector_pieces(s.extent, lanes) or (0,) * s.extent)
@@ -98,7 +101,8 @@ def _copies(s, lanes: int):
         if s.kind == "vectorized":
             n *= len(vector_pieces(s.extent, lanes) or (0,))
         return n, outer
-    if isinstance(s, BufferStore):
+    if isinstance(s, BufferStore) or (isinstance(s, Evaluate) and isinstance(s.value, Call)
+                                      and s.value.op.startswith(INTRIN_OP)):
         return 1, []
     total, outer = 0, []
     for child in stmt_children(s):

@@ -19,23 +19,26 @@ class _NoVec(Exception):
     pass
 
 
-def vectorize_loops(s, vector_bits: int = 256):
+def vectorize_loops(s, vector_bits: int = 256, *, bf16_as_float32: bool = False):
     """Vectorize `vectorized` loops into vectors of at most `vector_bits` (the target's
     register width): a loop of 16 floats on AVX2 becomes two 8-lane vector statements, as
-    vectors wider than the hardware's compile to slow code."""
-    s = map_children(s, lambda x: vectorize_loops(x, vector_bits))
+    vectors wider than the hardware's compile to slow code. `bf16_as_float32`: size vectors
+    of bfloat16 as float32's, for C that computes them in float32 (codegen/c.py; GCC turned
+    the NaN test of a float32x16 into 16 scalar compares on AVX2)."""
+    s = map_children(s, lambda x: vectorize_loops(x, vector_bits, bf16_as_float32=bf16_as_float32))
     if isinstance(s, For) and s.kind == "vectorized" and 2 <= s.extent <= MAX_LANES:
         try:
-            return _vectorize(s.loop_var, s.extent, s.body, vector_bits)
+            return _vectorize(s.loop_var, s.extent, s.body, vector_bits, bf16_as_float32)
         except _NoVec:
             pass
     return s
 
 
-def _vectorize(var: Var, n: int, body, vector_bits: int):
+def _vectorize(var: Var, n: int, body, vector_bits: int, bf16_as_float32: bool):
     widest = 8
     for b in _buffers(body):
-        widest = max(widest, dt.bits(b.dtype))
+        wide = bf16_as_float32 and dt.element(b.dtype) == "bfloat16"
+        widest = max(widest, 32 if wide else dt.bits(b.dtype))
     pieces = vector_pieces(n, vector_bits // widest)
     if pieces is None:
         raise _NoVec

@@ -7,8 +7,11 @@ from ... import te
 from ._common import check, expect_tensor, shape_str
 
 
-def matmul(A, B, transpose_a: bool = False, transpose_b: bool = False, name: str = "matmul"):
-    """C[i, j] = sum_k A[i, k] * B[k, j]; A is (K, M) if transpose_a, B is (N, K) if transpose_b."""
+def matmul(A, B, transpose_a: bool = False, transpose_b: bool = False, name: str = "matmul",
+           out_dtype: str | None = None):
+    """C[i, j] = sum_k A[i, k] * B[k, j]; A is (K, M) if transpose_a, B is (N, K) if transpose_b.
+    `out_dtype`: the products and their sum in that type (int8 operands summed in "int32"),
+    each operand cast to it; None: the operands' own."""
     expect_tensor("matmul", "A", A, "MK" if not transpose_a else "KM")
     expect_tensor("matmul", "B", B, "KN" if not transpose_b else "NK")
     M, Ka = A.shape[::-1] if transpose_a else A.shape
@@ -18,8 +21,9 @@ def matmul(A, B, transpose_a: bool = False, transpose_b: bool = False, name: str
                     f"the inner dimensions {Ka} and {Kb} must match")
     k = te.reduce_axis(Ka, "k")
 
-    def a(i, kk): return A[kk, i] if transpose_a else A[i, kk]
-    def b(kk, j): return B[j, kk] if transpose_b else B[kk, j]
+    def widen(x): return x if out_dtype is None else x.astype(out_dtype)
+    def a(i, kk): return widen(A[kk, i] if transpose_a else A[i, kk])
+    def b(kk, j): return widen(B[j, kk] if transpose_b else B[kk, j])
 
     return te.compute((M, N), lambda i, j: te.sum(a(i, k) * b(k, j), axis=k), name=name,
                       tag="matmul")

@@ -31,6 +31,14 @@ _op("matmul", "C = A @ B, A (M, K), B (K, N)", dict(M=512, N=512, K=512),
     lambda a, b, **_: ref.matmul(a, b),
     lambda M, N, K: 2 * M * N * K)
 
+_op("matmul_u8s8", "C = A @ W.T in int32, A (M, K) uint8 activations, W (N, K) int8 weights "
+    "(a quantized dense layer, as VNNI takes it)", dict(M=1024, N=1024, K=1024),
+    lambda M, N, K: [A := te.placeholder((M, K), "uint8", name="A"),
+                     W := te.placeholder((N, K), "int8", name="W"),
+                     matmul(A, W, transpose_b=True, out_dtype="int32")],
+    lambda a, w, **_: (a.astype("int64") @ w.astype("int64").T).astype("int32"),
+    lambda M, N, K: 2 * M * N * K)
+
 _op("matmul_add", "D = A @ B + C (the Ansor tutorial's workload)", dict(M=512, N=512, K=512),
     lambda M, N, K: _args(matmul_add, ("A", (M, K)), ("B", (K, N)), ("C", (M, N))),
     lambda a, b, c, **_: ref.matmul_add(a, b, c),

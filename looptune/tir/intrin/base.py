@@ -25,7 +25,7 @@ from ..buffer import Buffer
 from ..expr import Binary, BufferLoad, Call, Cast, FloatImm, IntImm, Var, binary, const
 from ..func import PrimFunc
 from ..functor import substitute, uses_var
-from ..stmt import BlockRealize, BufferStore, For, SeqStmt
+from ..stmt import BlockRealize, BufferStore, For, IfThenElse, SeqStmt
 
 TENSORIZE = "tensorize"  # a loop's annotation: the intrinsic that computes the nest under it
 INTRIN_OP = "lt_intrin_"  # Call(INTRIN_OP + name, (operand addresses..., strides...))
@@ -130,11 +130,13 @@ def nest(name: str, params, loops, store_fn) -> PrimFunc:
 class NestMatch:
     """A matched nest: its loops (outermost first), and per operand of the description the
     workload's buffer and the element the unit starts at (a BufferLoad at the nest's first
-    iteration); `strides`: the run-time strides the implementation takes, in order."""
+    iteration); `strides`: the run-time strides the implementation takes, in order; `guard`:
+    the condition (of the loops around it: a partitioned tile) the whole nest runs under."""
 
     loops: list
     operands: list  # [BufferLoad], in desc.params order
     strides: list
+    guard: object = None  # a condition on the loops around the nest, under which it runs
 
 
 def _chain(loop: For):
@@ -160,11 +162,12 @@ def match_nest(loop: For, intrin: TensorIntrin, dom: dict | None = None) -> Nest
         raise IntrinMismatch(f"the loops from {loop.loop_var.name} down have extents {got}; "
                              f"{intrin.name} computes a nest of extents {want}: split them to "
                              "those sizes and put them innermost, in that order")
+    nest_vars = {lp.loop_var for lp in loops}
+    guard = None
+    if isinstance(end, IfThenElse) and end.else_case is None:
+        guard, end = end.cond, end.then_case  # lowered: the block's predicate
     if isinstance(end, BlockRealize):
-        pred = end.predicate
-        if not (isinstance(pred, IntImm) and pred.value):
-            raise IntrinMismatch(f"block {end.block.name} is guarded ({pred!r}) inside the nest: "
-                                 "a split there does not divide its loop; pick factors that do")
+        guard = end.predicate
         store = end.block.body
         if not isinstance(store, BufferStore):
             raise IntrinMismatch(f"block {end.block.name} does more than one store")
@@ -175,6 +178,11 @@ def match_nest(loop: For, intrin: TensorIntrin, dom: dict | None = None) -> Nest
     else:
         raise IntrinMismatch(f"the nest from {loop.loop_var.name} down ends in a "
                              f"{type(end).__name__}, not one block or store")
+    if guard is not None and isinstance(guard, IntImm) and guard.value:
+        guard = None
+    if guard is not None and uses_var(guard, nest_vars):
+        raise IntrinMismatch(f"{store.buffer.name} is guarded ({guard!r}) inside the nest: a "
+                             "split there does not divide its loop; pick factors that do")
     bufmap: dict = {}
     accesses: list = []  # (desc indices, workload indices, desc buffer)
     d = intrin.store
@@ -216,7 +224,18 @@ def match_nest(loop: For, intrin: TensorIntrin, dom: dict | None = None) -> Nest
     if missing:
         raise IntrinMismatch(f"{intrin.name}'s operands {missing} are not used by the nest")
     return NestMatch(loops, [operands[i][0] for i in range(len(intrin.desc.params))],
-                     [strides[p] for p, _ in intrin.strided])
+                     [strides[p] for p, _ in intrin.strided], guard)
+
+
+def computes_like(store: BufferStore, intrin: TensorIntrin) -> bool:
+    """Whether a store (a block's body) has the shape of the intrinsic's expression, indices
+    aside: the cheap first test of whether tensorizing it can succeed."""
+    d = intrin.store
+    try:
+        return (_bind(d.buffer, store.buffer, {}, intrin)
+                and _same(store.value, d.value, {d.buffer: store.buffer}, [], intrin))
+    except IntrinMismatch:
+        return False
 
 
 def _bind(dbuf: Buffer, wbuf: Buffer, bufmap: dict, intrin) -> bool:

@@ -14,6 +14,7 @@ from math import prod
 
 from ...schedule import ScheduleError
 from ...tir.functor import collect_realizes, uses_var
+from ...tir.intrin import TENSORIZE
 from ...tir.stmt import For
 from ..schedule_rule.parallel_vectorize_unroll import PARALLEL, VECTORIZE
 from .base import Postproc
@@ -82,6 +83,8 @@ class RewriteParallelVectorizeUnroll(Postproc):
         inner = sch.get(loops[-1])
         if inner.kind != "serial" or inner.extent < 2 or not _data_parallel(inner):
             return
+        if any(sch.get(lp).annotation(TENSORIZE) is not None for lp in loops):
+            return  # the tensor intrinsic computes the nest
         loop = loops[-1]
         try:
             if inner.extent > max_vec:

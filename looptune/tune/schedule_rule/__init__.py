@@ -5,8 +5,9 @@ from .auto_inline import AutoInline
 from .base import ScheduleRule
 from .cross_thread_reduction import CrossThreadReduction
 from .multi_level_tiling import MultiLevelTiling
+from .multi_level_tiling_intrin import MultiLevelTilingWithIntrin
 from .parallel_vectorize_unroll import ParallelizeVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
 
 __all__ = ["AddRFactor", "AutoBind", "AutoInline", "CrossThreadReduction", "MultiLevelTiling",
-           "ParallelizeVectorizeUnroll", "RandomComputeLocation", "ScheduleRule"]
+           "MultiLevelTilingWithIntrin", "ParallelizeVectorizeUnroll", "RandomComputeLocation", "ScheduleRule"]

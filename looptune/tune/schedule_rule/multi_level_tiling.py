@@ -118,7 +118,7 @@ class MultiLevelTiling(ScheduleRule):
 
     def apply(self, sch, block) -> list:
         b = sch.get(block)
-        if b.name == "root" or not has_reuse(b):
+        if b.name == "root" or not has_reuse(b) or b.annotation(TILED) is not None:
             return [sch]
         kinds = loop_kinds(sch, block)
         if "O" in kinds or not kinds:
@@ -229,13 +229,15 @@ class MultiLevelTiling(ScheduleRule):
         vec = lens[0] if len(lens) == 1 else sch.sample_categorical(list(lens))
         sch.annotate(cached, COOPERATIVE_FETCH, vec)
 
-    def _tile(self, sch, block, kinds, *, last: int | None = None) -> list:
+    def _tile(self, sch, block, kinds, *, last: int | None = None, loops=None,
+              tail=()) -> list:
         """Split and reorder (and bind the first levels to tile_binds); returns the loop
         groups in structure order. `last`: the position of the loop whose innermost piece
-        goes last (by default the pieces keep the loops' order)."""
+        goes last (by default the pieces keep the loops' order). `loops` (with `kinds`): the
+        loops to tile, by default the block's; `tail`: loops kept innermost, as they are."""
         n_s, n_r = self.structure.count("S"), self.structure.count("R")
         levels = {"S": [[] for _ in range(n_s)], "R": [[] for _ in range(n_r)]}
-        loops = sch.get_loops(block)
+        loops = sch.get_loops(block) if loops is None else loops
         n_axes = sum(1 for lp, kind in zip(loops, kinds) if kind == "S" and sch.get(lp).extent > 1)
         last_piece = None
         for pos, (loop, kind) in enumerate(zip(loops, kinds)):
@@ -262,7 +264,7 @@ class MultiLevelTiling(ScheduleRule):
         for c in self.structure:
             groups.append((c, levels[c][count[c]]))
             count[c] += 1
-        order = [lp for _, g in groups for lp in g]
+        order = [lp for _, g in groups for lp in g] + list(tail)
         if len(order) > 1:
             sch.reorder(*order)
         for k, axis in enumerate(self.tile_binds):
