@@ -171,8 +171,8 @@ class Module:
                 how = dict(self.packed_params).get(i)
                 raise RunError(f"argument {info.name} must have shape {tuple(info.shape)}, got "
                                f"{a.shape}" + ("" if how is None else
-                                               f": the kernel takes it packed in blocks ({how}) "
-                                               "(pack_layout); pass mod.pack(*arrays)'s arrays"))
+                                               f": the kernel takes it packed (pack_layout "
+                                               f"{how}); pass the arrays of mod.pack(*arrays)"))
             if not a.flags.c_contiguous:
                 raise RunError(f"argument {info.name} must be C-contiguous; pass "
                                "np.ascontiguousarray(x)")

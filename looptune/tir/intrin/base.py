@@ -24,7 +24,7 @@ from ..arith import Simplifier
 from ..buffer import Buffer
 from ..expr import Binary, BufferLoad, Call, Cast, FloatImm, IntImm, Var, binary, const
 from ..func import PrimFunc
-from ..functor import substitute, uses_var
+from ..functor import substitute, uses_var, visit
 from ..stmt import BlockRealize, BufferStore, For, IfThenElse, SeqStmt
 
 TENSORIZE = "tensorize"  # a loop's annotation: the intrinsic that computes the nest under it
@@ -190,7 +190,8 @@ def match_nest(loop: For, intrin: TensorIntrin, dom: dict | None = None) -> Nest
     accesses.append((d.indices, store.indices, d.buffer))
     if not _same(store.value, d.value, bufmap, accesses, intrin):
         raise IntrinMismatch(f"{store.buffer.name} = {store.value!r} does not compute "
-                             f"{intrin.name}'s {d.value!r}")
+                             f"{intrin.name}'s {d.value!r} (it reads "
+                             f"{_loads(store.value)}, the unit {_loads(d.value)})")
     wvars = [lp.loop_var for lp in loops]
     dvars = [lp.loop_var for lp in intrin.loops]
     strided = dict(intrin.strided)
@@ -279,6 +280,13 @@ def _same(w, d, bufmap: dict, accesses: list, intrin) -> bool:
         return (w.op == d.op and len(w.args) == len(d.args)
                 and all(_same(a, b, bufmap, accesses, intrin) for a, b in zip(w.args, d.args)))
     return False
+
+
+def _loads(e) -> str:
+    found = []
+    visit(e, lambda n: found.append(f"{n.buffer.name}: {n.dtype}")
+          if isinstance(n, BufferLoad) else None)
+    return ", ".join(found)
 
 
 def _flat(buf: Buffer, indices):

@@ -1,4 +1,5 @@
-"""RewriteLayout: pack a model's constant weights in the order the schedule reads them.
+"""RewriteLayout: pack a model's constant weights in the order the schedule reads them,
+and a tensor intrinsic's weights by the tile that reads them.
 
 A graph task marks the arguments that are constants of the model (function attribute
 "layout_free_params": their positions). For each, when one reduction block reads it and
@@ -18,6 +19,7 @@ from ...schedule.primitives.layout import PACKED
 from ...tir.arith.simplify import simplify
 from ...tir.expr import BufferLoad, Var
 from ...tir.functor import collect_vars, visit
+from ...tir.intrin import TENSORIZE
 from .base import Postproc
 
 LAYOUT_FREE = "layout_free_params"
@@ -75,14 +77,54 @@ class RewriteLayout(Postproc):
             ivs = [iv.var for iv in block.iter_vars]
             if not isinstance(last, Var) or last not in ivs:
                 continue
-            binding = br.iter_values[ivs.index(last)]
-            reduce_vars = set()
-            for iv, v in zip(block.iter_vars, br.iter_values):
-                if iv.kind == "R":
-                    reduce_vars |= collect_vars(v)
-            f = block_factor(sch.enclosing_loops(block.name), binding, reduce_vars)
+            f = _tile_factor(sch, br, last)
             if f is None or f >= buf.shape[-1]:
                 continue
             read_index = next(i for i, r in enumerate(block.reads) if r.buffer is buf)
             sch.pack_layout(sch.get_block(block.name), read_index, f)
+        self._tile_intrinsic_weights(sch)
         return True
+
+    @staticmethod
+    def _tile_intrinsic_weights(sch):
+        """A weight the tensor-intrinsic rule packed by the unit's group ([K / 4][N][4] for
+        VNNI) packed again by the tile of its column axis inside the outermost reduction loop
+        ([N / 64][K / 4][64][4]): each tile's groups are then one run, where in [K / 4][N][4]
+        every group step of a tile is 4 N bytes further on."""
+        for pos, spec in sch.func.attr(PACKED, ()):
+            if not isinstance(spec, int):
+                continue  # packed twice already
+            buf = sch.func.params[pos]
+            readers = [br for br in map(sch.realize, sch.block_names())
+                       if any(r.buffer is buf for r in br.block.reads)]
+            if len(readers) != 1 or not any(
+                    lp.annotation(TENSORIZE) for lp in sch.enclosing_loops(readers[0].block.name)):
+                continue
+            br = readers[0]
+            loads = _loads_of(br.block, buf)
+            ivs = [iv.var for iv in br.block.iter_vars]
+            for axis in range(1, buf.ndim - 1):
+                index = {ld.indices[axis] for ld in loads}
+                if len(index) != 1:
+                    continue
+                var = index.pop()
+                if not isinstance(var, Var) or var not in ivs:
+                    continue
+                f = _tile_factor(sch, br, var)
+                if f is None or f >= buf.shape[axis]:
+                    continue
+                read_index = next(i for i, r in enumerate(br.block.reads) if r.buffer is buf)
+                sch.pack_layout(sch.get_block(br.block.name), read_index, f, axis=axis)
+                break
+
+
+def _tile_factor(sch, br, var) -> int | None:
+    """The block factor (block_factor) of the loops that drive block variable `var`."""
+    block = br.block
+    ivs = [iv.var for iv in block.iter_vars]
+    binding = br.iter_values[ivs.index(var)]
+    reduce_vars = set()
+    for iv, v in zip(block.iter_vars, br.iter_values):
+        if iv.kind == "R":
+            reduce_vars |= collect_vars(v)
+    return block_factor(sch.enclosing_loops(block.name), binding, reduce_vars)
