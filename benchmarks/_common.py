@@ -165,3 +165,59 @@ def fma_peak_gflops(target=None) -> float:
     lib.lt_fma_peak.restype = ctypes.c_double
     lib.lt_fma_peak.argtypes = [ctypes.c_int64]
     return max(lib.lt_fma_peak(20_000_000) for _ in range(5))
+
+
+_DOT_PEAK_SOURCE = r"""
+#include <stdint.h>
+#include <time.h>
+#define X(r) OP " %%" REG SRC_A ", %%" REG SRC_B ", %%" REG #r "\n"
+/* Seconds for `iters` rounds of `OP` on 14 independent accumulators held in registers, the
+   loop written in assembly: what the unit does at most on one core, today. */
+double lt_dot_peak(int64_t iters) {
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  __asm__ volatile("1:\n" X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+                   X(12) X(13) "dec %0\njnz 1b\n" : "+r"(iters) :
+                   : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
+                     "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc");
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
+}
+"""
+
+# the unit -> (instruction, registers, the two source registers, operations per instruction:
+# 2 per multiply-add); VEX encodes registers 0-15 only
+DOT_UNITS = {"avx512_vnni": ("vpdpbusd", "zmm", ("30", "31"), 2 * 64),
+             "avx_vnni": ("%{vex%} vpdpbusd", "ymm", ("14", "15"), 2 * 32),
+             "avx512_bf16": ("vdpbf16ps", "zmm", ("30", "31"), 2 * 32)}
+
+
+def dot_peak_lib(unit: str, target):
+    """The compiled register-only loop of `unit` (_DOT_PEAK_SOURCE): lib.lt_dot_peak(iters)
+    returns its seconds; each iteration is 14 * DOT_UNITS[unit][3] operations."""
+    import ctypes
+
+    from looptune.backend.cpu import isa_flags
+    from looptune.runtime.compiler import compile_shared
+    op, reg, (a, b), _ = DOT_UNITS[unit]
+    src = (f'#define OP "{op}"\n#define REG "{reg}"\n#define SRC_A "{a}"\n#define SRC_B "{b}"\n'
+           + _DOT_PEAK_SOURCE)
+    flags = ["-O2", "-fPIC", "-shared", *isa_flags(target)]
+    lib = ctypes.CDLL(str(compile_shared(src, name=f"lt_dot_peak_{unit}", flags=flags)))
+    lib.lt_dot_peak.restype = ctypes.c_double
+    lib.lt_dot_peak.argtypes = [ctypes.c_int64]
+    return lib
+
+
+def dot_peak_gops(unit: str = "avx512_vnni", target=None) -> float | None:
+    """The core's measured peak of an int8 or bf16 dot-product unit (GOP/s, one thread, at
+    today's clock; None where the Target lacks it): the best of five runs of 14 register-only
+    instruction chains (_DOT_PEAK_SOURCE). An int8 GEMM's GOP/s are quoted against it."""
+    from looptune.target import Target
+    target = Target.create(target or "cpu")
+    if not target.has(unit):
+        return None
+    lib = dot_peak_lib(unit, target)
+    iters = 10_000_000
+    ops = 14 * DOT_UNITS[unit][3] * iters
+    return max(ops / lib.lt_dot_peak(iters) / 1e9 for _ in range(5))

@@ -245,18 +245,79 @@ def test_tuning_an_int8_dense_measures_the_unit_and_compiles_the_best_verified(t
     says which argument it takes packed."""
     func = dense_u8s8(M=32, N=64, K=64)
     target = Target.create("cpu")
-    unit = next((n for n in INT8 if n in target.tensor_intrins()), None)
-    if unit is None:
+    best = {next((n for n in family if n in target.tensor_intrins()), None)
+            for family in (["x86_amx_u8s8_32x32"], INT8)} - {None}
+    if not best:
         pytest.skip("no int8 unit here")
     db = lt.tune.tune_tir(func, target, tmp_path, max_trials_global=16, num_trials_per_iter=8,
                           seed=0)
     records = db.records_of(db.commit_workload(func), target)
     units = {inst.attrs[0] for r in records for inst in r.trace.insts
              if inst.kind.name == "Tensorize"}
-    assert units == {unit}
+    assert units and units <= best  # each family's best unit, and no unit the CPU lacks
     assert any(r.ok for r in records if any(i.kind.name == "Tensorize" for i in r.trace.insts))
     mod = lt.tune.compile_tir(db, func, target, num_threads=1)
     a, w = full_range(32, 64, 64)
     c = np.zeros((32, 64), "int32")
     mod(*mod.pack(a, w, c))
     np.testing.assert_array_equal(c, a.astype(np.int64) @ w.astype(np.int64).T)
+
+
+def amx_tiled(M=64, N=64, K=256, steps=2):
+    """W packed by 4; i and j in 32-wide tiles, k in `steps` steps of 64 (16 groups of 4),
+    the unit's five loops innermost; the accumulators in a local tile."""
+    sch = Schedule(dense_u8s8(M, N, K))
+    b = sch.get_block("C")
+    sch.pack_layout(b, 1, 4)
+    i, j, k = sch.get_loops(b)
+    i0, i1 = sch.split(i, [None, 32])
+    j0, j1 = sch.split(j, [None, 32])
+    k0, ko, kq, kr = sch.split(k, [None, steps, 16, 4])
+    sch.reorder(i0, j0, k0, i1, j1, ko, kq, kr)
+    sch.reverse_compute_at(sch.cache_write(b, 0, "local"), j0)
+    sch.tensorize(i1, "x86_amx_u8s8_32x32")
+    return sch
+
+
+def test_amx_takes_any_number_of_steps_and_its_strides_at_run_time():
+    amx = get_intrin("x86_amx_u8s8_32x32")
+    assert amx.free == (2,) and amx.requires == ("amx_tile", "amx_int8")
+    for steps in (1, 2, 4):
+        sch = amx_tiled(K=256, steps=steps)
+        assert sch.get(sch.get_loops(sch.get_block("C"))[-5]).annotation(TENSORIZE)
+    assert "x86_amx_u8s8_32x32" in Target.create("llvm -mcpu=sapphirerapids").tensor_intrins()
+    assert "x86_amx_u8s8_32x32" not in Target.create("llvm -mcpu=znver4").tensor_intrins()
+    spaces = _rule_spaces(dense_u8s8(M=64, N=64, K=128),
+                          Target.create("llvm -mcpu=sapphirerapids"))
+    units = [t for t in ("x86_amx_u8s8_32x32", "x86_dot_u8s8_16x4")
+             if any(f"intrin='{t}'" in s.trace.as_python() for s in spaces)]
+    assert units == ["x86_amx_u8s8_32x32", "x86_dot_u8s8_16x4"]  # one set of spaces per family
+
+
+@pytest.mark.cc
+@pytest.mark.skipif(not X86, reason="x86 units")
+def test_amx_code_for_a_machine_that_has_it_compiles_here():
+    """On any x86 machine: the C for a Sapphire Rapids target configures the tiles, asks
+    Linux for them, runs tile products, and compiles with that target's flags."""
+    target = Target.create("llvm -mcpu=sapphirerapids")
+    sch = amx_tiled()
+    backend = Backend.for_target(target)
+    source = backend.generate(sch)
+    text = source.text
+    assert "_tile_loadconfig" in text and "SYS_arch_prctl" in text and "_tile_dpbusd" in text
+    assert "lt_intrin_x86_amx_u8s8_32x32(&C_local[0], &A[" in text
+    assert "INT64_C(2))" in text  # two steps of 64 per call, held in tile registers
+    artifact = backend.compile(source)  # -march=sapphirerapids: AMX's instructions assemble
+    assert artifact.path
+
+
+@pytest.mark.cc
+def test_amx_computes_the_products_exactly_where_the_cpu_has_it():
+    if not offered("x86_amx_u8s8_32x32"):
+        pytest.skip("this CPU has no AMX (the code is checked by the test above)")
+    for steps in (1, 4):
+        mod = lt.build(amx_tiled(M=64, N=96, K=256, steps=steps), num_threads=1)
+        a, w = full_range(64, 96, 256)
+        c = np.full((64, 96), 5, "int32")
+        mod(*mod.pack(a, w, c))
+        np.testing.assert_array_equal(c, a.astype(np.int64) @ w.astype(np.int64).T)

@@ -13,7 +13,9 @@ operands of + and * in either order), and each operand's flat memory offset move
 loop exactly as the description's does: the elements the unit reads and writes are then the
 ones the loops touch, in the same roles. Operands whose stride along a loop the unit takes
 at run time (AMX's row stride) are listed in `TensorIntrin.strided`; there any constant
-stride matches and is passed to the implementation.
+stride matches and is passed to the implementation. A loop listed in `TensorIntrin.free`
+may have any extent (the unit loops over it itself: AMX's steps along the reduction, with
+the accumulator tiles held in the unit's registers); its extent is passed too.
 """
 from __future__ import annotations
 
@@ -41,7 +43,8 @@ class TensorIntrin:
     """One hardware step: `desc` (the loop nest it computes, module docstring) and `impl`, the
     C definition of `static inline void lt_intrin_<name>(...)`, whose parameters are pointers
     to the first element of each operand of `desc` (in `desc.params` order), then the run-time
-    strides listed in `strided` ((param index, loop index) pairs, in elements). `requires`: the
+    strides listed in `strided` ((param index, loop index) pairs, in elements), then the
+    extents of the loops listed in `free` (loop indices). `requires`: the
     Target features every one of which the unit needs; `setup`: C a kernel runs once before
     its first call (AMX asks the kernel for its tile registers)."""
 
@@ -50,6 +53,7 @@ class TensorIntrin:
     requires: tuple
     impl: str
     strided: tuple = ()
+    free: tuple = ()
     doc: str = ""
     setup: str = ""
     headers: tuple = ("immintrin.h", "string.h")
@@ -130,7 +134,8 @@ def nest(name: str, params, loops, store_fn) -> PrimFunc:
 class NestMatch:
     """A matched nest: its loops (outermost first), and per operand of the description the
     workload's buffer and the element the unit starts at (a BufferLoad at the nest's first
-    iteration); `strides`: the run-time strides the implementation takes, in order; `guard`:
+    iteration); `strides`: the run-time strides (then free extents) the implementation takes,
+    in order; `guard`:
     the condition (of the loops around it: a partitioned tile) the whole nest runs under."""
 
     loops: list
@@ -158,6 +163,8 @@ def match_nest(loop: For, intrin: TensorIntrin, dom: dict | None = None) -> Nest
     loops, end = _chain(loop)
     want = intrin.extents
     got = tuple(lp.extent for lp in loops)
+    if len(got) == len(want):
+        want = tuple(g if k in intrin.free else w for k, (g, w) in enumerate(zip(got, want)))
     if got != want:
         raise IntrinMismatch(f"the loops from {loop.loop_var.name} down have extents {got}; "
                              f"{intrin.name} computes a nest of extents {want}: split them to "
@@ -194,7 +201,7 @@ def match_nest(loop: For, intrin: TensorIntrin, dom: dict | None = None) -> Nest
                              f"{_loads(store.value)}, the unit {_loads(d.value)})")
     wvars = [lp.loop_var for lp in loops]
     dvars = [lp.loop_var for lp in intrin.loops]
-    strided = dict(intrin.strided)
+    strided = set(intrin.strided)
     operands: dict = {}
     strides: dict = {}
     simp = Simplifier({**(dom or {}), **{lp.loop_var: (0, lp.extent - 1) for lp in loops}})
@@ -204,11 +211,11 @@ def match_nest(loop: For, intrin: TensorIntrin, dom: dict | None = None) -> Nest
         d_off = _coefficients(_flat(dbuf, d_idx), dvars, Simplifier(), dbuf.name)
         w_off, base = _coefficients(_flat(wbuf, w_idx), wvars, simp, wbuf.name, base=True)
         for k, (dc, wc) in enumerate(zip(d_off, w_off)):
-            if strided.get(p) == k:
-                if wc <= 0 and dc != 0:
+            if (p, k) in strided:
+                if wc <= 0:
                     raise IntrinMismatch(f"{wbuf.name} must advance along loop "
                                          f"{wvars[k].name} (stride {wc})")
-                strides[p] = wc
+                strides[p, k] = wc
             elif dc != wc:
                 raise IntrinMismatch(
                     f"{wbuf.name} moves by {wc} elements per step of loop {wvars[k].name}, "
@@ -225,7 +232,8 @@ def match_nest(loop: For, intrin: TensorIntrin, dom: dict | None = None) -> Nest
     if missing:
         raise IntrinMismatch(f"{intrin.name}'s operands {missing} are not used by the nest")
     return NestMatch(loops, [operands[i][0] for i in range(len(intrin.desc.params))],
-                     [strides[p] for p, _ in intrin.strided], guard)
+                     [strides[pk] for pk in intrin.strided]
+                     + [loops[k].extent for k in intrin.free], guard)
 
 
 def computes_like(store: BufferStore, intrin: TensorIntrin) -> bool:

@@ -1,5 +1,5 @@
 """x86 tensor intrinsics: int8 dot products (AVX512-VNNI, AVX-VNNI, plain AVX2) and bf16 dot
-products (AVX512-BF16).
+products (AVX512-BF16), and AMX's int8 and bf16 tile products (below).
 
 Each computes, per output lane j, C[j] += sum over k of A[k] * B[j, k]: A's group of k values
 is broadcast to every lane, B holds the lanes' groups one after another (a weight packed as
@@ -87,5 +87,79 @@ BF16_512 = register(TensorIntrin(
   _mm512_storeu_ps(c, acc);"""),
     doc="AVX512-BF16 vdpbf16ps: 16 float32 lanes += 2 bf16 x bf16 products each", macs=32))
 
-INT8_DOTS = (VNNI_512, VNNI_256, AVX2)  # best first: what a rule offers for u8 x s8 -> s32
-BF16_DOTS = (BF16_512,)
+
+
+# ---------------------------------------------------------------------------- AMX
+# A call computes a 32 x 32 accumulator tile (four 16 x 16 tiles of the unit) over `nko` steps
+# of 64 int8 (32 bf16) along the reduction, holding the four accumulator tiles in tile
+# registers throughout: per step two A tiles (16 rows each) and two B tiles (16 groups of the
+# reduction each) are loaded and four tile products run. A's rows, B's group rows and C's rows
+# may be any distance apart (strides at run time); within a row they are contiguous, B's as
+# [j][group] as VNNI's. The kernel asks Linux for the tile registers once (arch_prctl) and
+# configures them on each call (the state is per thread), releasing them after.
+def _amx(name, group, a_dtype, b_dtype, acc_dtype, product, ctypes_):
+    ksteps = 16  # groups per tile row: 64 bytes of int8, 32 bf16 = 16 groups of 4 or 2
+    C = Buffer("C", (32, 32), acc_dtype)
+    A = Buffer("A", (32, ksteps * group), a_dtype)
+    B = Buffer("B", (ksteps, 32, group), b_dtype)
+
+    def store(i, j, ko, kq, kr):
+        c = BufferLoad(C, (i, j), acc_dtype)
+        a = cast(BufferLoad(A, (i, ko * (ksteps * group) + kq * group + kr), a_dtype), acc_dtype)
+        b = cast(BufferLoad(B, (ko * ksteps + kq, j, kr), b_dtype), acc_dtype)
+        return BufferStore(C, c + a * b, (i, j))
+
+    desc = nest(name, (C, A, B), (("i", 32), ("j", 32), ("ko", 1), ("kq", ksteps),
+                                  ("kr", group)), store)
+    tc, ta, tb = ctypes_
+    esize = {"int32_t": 4, "float": 4, "uint8_t": 1, "int8_t": 1, "uint16_t": 2}
+    impl = f"""#include <sys/syscall.h>
+#include <unistd.h>
+static inline void lt_amx_start_{name}(void) {{
+  static int granted = 0;  /* Linux hands out the tile registers on request (ARCH_REQ_XCOMP_PERM) */
+  if (!granted) {{ syscall(SYS_arch_prctl, 0x1023, 18); granted = 1; }}
+  struct {{ uint8_t palette, start; uint8_t reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; }}
+      cfg __attribute__((aligned(64)));
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette = 1;
+  for (int t = 0; t < 8; ++t) {{ cfg.rows[t] = 16; cfg.colsb[t] = 64; }}
+  _tile_loadconfig(&cfg);
+}}
+static inline void lt_intrin_{name}({tc}* restrict c, const {ta}* restrict a,
+    const {tb}* restrict b, int64_t ldc, int64_t lda, int64_t ldb, int64_t b_ko, int64_t nko) {{
+  lt_amx_start_{name}();
+  const int64_t sc = ldc * {esize[tc]}, sa = lda * {esize[ta]}, sb = ldb * {esize[tb]};
+  _tile_loadd(0, c, sc); _tile_loadd(1, c + 16, sc);
+  _tile_loadd(2, c + 16 * ldc, sc); _tile_loadd(3, c + 16 * ldc + 16, sc);
+  for (int64_t ko = 0; ko < nko; ++ko) {{
+    const {ta}* ak = a + ko * {ksteps * group};
+    const {tb}* bk = b + ko * b_ko;
+    _tile_loadd(4, ak, sa); _tile_loadd(5, ak + 16 * lda, sa);
+    _tile_loadd(6, bk, sb); _tile_loadd(7, bk + 16 * {group}, sb);
+    {product}(0, 4, 6); {product}(1, 4, 7); {product}(2, 5, 6); {product}(3, 5, 7);
+  }}
+  _tile_stored(0, c, sc); _tile_stored(1, c + 16, sc);
+  _tile_stored(2, c + 16 * ldc, sc); _tile_stored(3, c + 16 * ldc + 16, sc);
+  _tile_release();
+}}"""
+    # strides at run time: C's and A's rows (loop i), B's group rows (kq) and steps (ko)
+    return desc, impl, ((0, 0), (1, 0), (2, 3), (2, 2)), (2,)
+
+
+def _register_amx(name, group, a_dtype, b_dtype, acc_dtype, product, ctypes_, requires, doc):
+    desc, impl, strided, free = _amx(name, group, a_dtype, b_dtype, acc_dtype, product, ctypes_)
+    return register(TensorIntrin(name, desc, requires=requires, impl=impl, strided=strided,
+                                 free=free, doc=doc, macs=32 * 32 * 16 * group))
+
+
+AMX_INT8 = _register_amx(
+    "x86_amx_u8s8_32x32", 4, "uint8", "int8", "int32", "_tile_dpbusd",
+    ("int32_t", "uint8_t", "int8_t"), ("amx_tile", "amx_int8"),
+    "AMX tdpbusd: a 32 x 32 int32 tile += (32 x 64k u8) x (64k x 32 s8), k steps in the unit")
+AMX_BF16 = _register_amx(
+    "x86_amx_bf16_32x32", 2, "bfloat16", "bfloat16", "float32", "_tile_dpbf16ps",
+    ("float", "uint16_t", "uint16_t"), ("amx_tile", "amx_bf16"),
+    "AMX tdpbf16ps: a 32 x 32 float32 tile += (32 x 32k bf16) x (32k x 32 bf16)")
+
+INT8_DOTS = (AMX_INT8, VNNI_512, VNNI_256, AVX2)  # best first: what a rule offers
+BF16_DOTS = (AMX_BF16, BF16_512)
