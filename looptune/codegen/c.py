@@ -213,6 +213,8 @@ static inline int omp_get_max_threads(void) { return 1; }
         self.stmt(s.body, 1)
         self.in_parallel = False
         body, self.lines, self.fixed = self.lines, saved, fixed
+        begin, end = _intrinsic_bounds(s.body)  # AMX: its tiles configured on this thread
+        body = [f"  {x}" for x in begin] + body + [f"  {x}" for x in end]
         self.outlined.append(f"static __attribute__((noinline)) void {fn}({', '.join(params)}) {{\n"
                              + "\n".join(body) + "\n}")
         args = [self.name(b) for b in buffers] + [self.name(x) for x in free_vars]
@@ -311,10 +313,18 @@ static inline int omp_get_max_threads(void) { return 1; }
         for k in ("workload", "target", "trace"):
             if k in meta:
                 head.append(f"// {k}: {c_comment(meta[k])}")
+        kernel = f"{self.func_qualifier}int32_t {fname}({', '.join(params)}) {{\n{body}\n  return 0;\n}}"
+        begin, end = _intrinsic_bounds(func.body)
+        if begin:  # the kernel's body runs between its intrinsics' begin and end, whatever returns
+            args = ", ".join(self.name(b) for b in func.params)
+            kernel = (f"static int32_t {fname}_body({', '.join(params)}) {{\n{body}\n  return 0;\n}}\n"
+                      f"{self.func_qualifier}int32_t {fname}({', '.join(params)}) {{\n"
+                      + "".join(f"  {x}\n" for x in begin)
+                      + f"  int32_t rc = {fname}_body({args});\n"
+                      + "".join(f"  {x}\n" for x in end) + "  return rc;\n}")
         parts = ["\n".join(head), self.preamble, self.runtime_defs(fname),
                  index_error_defs(fname, sites), self.vector_typedefs(),
-                 self.helper_defs(), *self.outlined,
-                 f"{self.func_qualifier}int32_t {fname}({', '.join(params)}) {{\n{body}\n  return 0;\n}}",
+                 self.helper_defs(), *self.outlined, kernel,
                  self.packed_wrapper(func, fname)]
         return "\n\n".join(p for p in parts if p) + "\n"
 
@@ -433,6 +443,15 @@ int32_t {fname}_index_error(int64_t* info, const char** names) {{
   names[1] = "{fname}";
   return site;
 }}"""
+
+
+def _intrinsic_bounds(s) -> tuple:
+    """The begin and end statements of the tensor intrinsics `s` calls (each kind once)."""
+    from .passes.tensorize import intrinsics_used
+    used = [i for i in intrinsics_used(s) if i.begin or i.end]
+    begin = list(dict.fromkeys(i.begin for i in used if i.begin))
+    end = list(dict.fromkeys(i.end for i in used if i.end))
+    return begin, end[::-1]
 
 
 def _has_index_check(s) -> bool:

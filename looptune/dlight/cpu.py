@@ -16,6 +16,8 @@
 - Other stages: the innermost loop vectorized when it is long enough, the outer ones
   parallel.
 - A model's constant weights are packed in the order the tiles read them (RewriteLayout).
+- A reduction a tensor intrinsic of the target computes (int8, bf16): tiled around the best
+  such unit instead (cpu_intrin.py).
 
 Its traces are pinned (tests/golden/dlight_cpu_traces.json): a change here changes every
 untuned kernel of every compiled model.
@@ -25,6 +27,7 @@ from __future__ import annotations
 from ..schedule import Schedule, ScheduleError
 from ..tune.schedule_rule.analysis import has_reuse, has_select, is_elementwise, loop_kinds
 from .base import Rule, start
+from .cpu_intrin import tile_with_intrinsic
 from .base import block_names as _block_names, extent as _extent, ok as _ok, try_ as _try
 
 
@@ -51,6 +54,11 @@ def cpu_schedule(sch, target) -> Schedule:
         blk = sch.get(b)
         kinds = loop_kinds(sch, b)
         if "R" in kinds and "O" not in kinds and has_reuse(blk):
+            got = tile_with_intrinsic(sch, b, kinds, target)  # int8, bf16: the unit's
+            if got is not None:
+                sch, handled = got
+                done |= handled
+                continue
             done |= _tile_reduction(sch, b, kinds, target)
         else:
             _parallel_vectorize(sch, b, kinds, lanes)

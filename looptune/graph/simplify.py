@@ -233,7 +233,8 @@ def constant_weight_layouts(graph: Graph) -> Graph:
     for node in graph.nodes:
         args = [get(v) for v in node.inputs]
         attrs = dict(node.attrs)
-        if node.op in ("matmul", "batch_matmul") and attrs.get("transpose_b") and args[1].is_const:
+        if node.op in ("matmul", "batch_matmul") and attrs.get("transpose_b") and args[1].is_const \
+                and args[1].dtype == "float32":  # a low-precision weight: [N][K], as units read it
             w = args[1].data
             w = w.T if w.ndim == 2 else np.swapaxes(w, -1, -2)
             args[1] = g.const(args[1].name + "_t", np.ascontiguousarray(w))

@@ -20,7 +20,8 @@ def select_tasks(tasks: list, op_names) -> list:
 
 def tune_model(graph: Graph, target="cpu", work_dir=None, *, max_trials_global: int,
                op_names=None, num_trials_per_iter: int = 64, task_scheduler="gradient",
-               num_threads: int | None = None, evaluator=None, **kwargs):
+               num_threads: int | None = None, evaluator=None, precision: str = "float32",
+               **kwargs):
     """Tune every task of `graph` (or those whose names contain one of `op_names`) with the
     gradient task scheduler, each task weighted by how often the model runs it. Records go to
     `work_dir`'s database (or `database=`); running again resumes. Returns the database.
@@ -32,10 +33,14 @@ def tune_model(graph: Graph, target="cpu", work_dir=None, *, max_trials_global: 
     batch says so up front (a BudgetWarning naming the tasks it covers).
 
     Kernels are timed in the cache state they run in (model_evaluator): `evaluator` (an
-    EvaluatorConfig) overrides that, `num_threads` sets the threads of the default one."""
+    EvaluatorConfig) overrides that, `num_threads` sets the threads of the default one.
+    `precision`: the one compile_model will be given ("bf16": graph/precision.py), so that
+    the tasks tuned are the ones it compiles."""
     if not isinstance(graph, Graph):
         raise TypeError(f"tune_model needs a looptune Graph (from_torch, from_onnx or "
                         f"GraphBuilder), got {type(graph).__name__}")
+    from .precision import lower_precision
+    graph = lower_precision(graph, precision)
     tasks = select_tasks(extract_tasks(graph, target), op_names)
     funcs = {t.task_name: t.func for t in tasks}
     if evaluator is None:

@@ -10,7 +10,7 @@ from ..ir import GraphError
 from .base import graph_op
 from .elementwise import _binary_op
 
-DTYPES = ("float32", "int32")
+DTYPES = ("float32", "int32", "bfloat16")
 
 
 def _one(node, op, inputs):
@@ -128,8 +128,9 @@ def _cast_ref(a, attrs):
 
 @graph_op("cast", "elementwise", attrs=("dtype",), ref=_cast_ref)
 def cast(inputs, attrs, node):
-    """To dtype "float32" or "int32"; float -> int truncates toward zero, as numpy's astype
-    (NaN and values beyond int32's range are undefined: C's conversion)."""
+    """To dtype "float32", "int32" or "bfloat16" (rounded to nearest even, as ml_dtypes);
+    float -> int truncates toward zero, as numpy's astype (NaN and values beyond int32's
+    range are undefined: C's conversion)."""
     X = _one(node, "cast", inputs)
     dtype = attrs.get("dtype")
     if dtype not in DTYPES:

@@ -20,19 +20,27 @@ def _n_inputs(node, op, inputs, lo, hi=None):
 
 
 # ------------------------------------------------------------------ linear algebra
+# operands of these types are multiplied and summed in another (what the hardware's dot
+# product units do): bfloat16 in float32
+ACCUMULATE = {"bfloat16": "float32"}
+
+
 def _matmul_ref(a, attrs):
     x, w = a
     x = x.T if attrs.get("transpose_a") else x
     w = w.T if attrs.get("transpose_b") else w
-    return (x.astype(np.float64) @ w).astype(a[0].dtype)
+    out = ACCUMULATE.get(str(a[0].dtype), a[0].dtype)
+    return (x.astype(np.float64) @ w.astype(np.float64)).astype(out)
 
 
 @graph_op("matmul", "anchor", attrs=("transpose_a", "transpose_b"), ref=_matmul_ref)
 def matmul(inputs, attrs, node):
-    """2-D matrix product; transpose_b=True reads B as (N, K), like a linear layer's weight."""
+    """2-D matrix product; transpose_b=True reads B as (N, K), like a linear layer's weight.
+    bfloat16 operands are multiplied and summed in float32 (a float32 result)."""
     _n_inputs(node, "matmul", inputs, 2)
     return ops.matmul(inputs[0], inputs[1], transpose_a=bool(attrs.get("transpose_a", False)),
-                      transpose_b=bool(attrs.get("transpose_b", False)), name=node)
+                      transpose_b=bool(attrs.get("transpose_b", False)), name=node,
+                      out_dtype=ACCUMULATE.get(inputs[0].dtype))
 
 
 def _bmm_ref(a, attrs):

@@ -45,8 +45,9 @@ class TensorIntrin:
     to the first element of each operand of `desc` (in `desc.params` order), then the run-time
     strides listed in `strided` ((param index, loop index) pairs, in elements), then the
     extents of the loops listed in `free` (loop indices). `requires`: the
-    Target features every one of which the unit needs; `setup`: C a kernel runs once before
-    its first call (AMX asks the kernel for its tile registers)."""
+    Target features every one of which the unit needs; `begin` and `end`: C statements a
+    kernel runs around its calls (AMX configures its tile registers once per kernel call and
+    thread, not per call: a configuration costs as much as many tile products)."""
 
     name: str
     desc: PrimFunc
@@ -55,7 +56,8 @@ class TensorIntrin:
     strided: tuple = ()
     free: tuple = ()
     doc: str = ""
-    setup: str = ""
+    begin: str = ""  # C run before a kernel's (or a parallel iteration's) first call
+    end: str = ""    # and after its last
     headers: tuple = ("immintrin.h", "string.h")
     macs: int = field(default=0)  # multiply-adds per call, for reports
 

@@ -90,13 +90,36 @@ BF16_512 = register(TensorIntrin(
 
 
 # ---------------------------------------------------------------------------- AMX
+# What every AMX kernel shares, once per C file: Linux hands out the tile registers on
+# request (arch_prctl ARCH_REQ_XCOMP_PERM, once per process); a kernel configures them (eight
+# tiles of 16 rows of 64 bytes) when it starts on a thread and releases them when it ends
+# there, counting nested starts (a parallel loop's iteration on the kernel's own thread).
+AMX_RUNTIME = """#ifndef LT_AMX_RUNTIME
+#define LT_AMX_RUNTIME
+#include <sys/syscall.h>
+#include <unistd.h>
+static _Thread_local int lt_amx_depth = 0;
+static inline void lt_amx_begin(void) {
+  static int granted = 0;
+  if (lt_amx_depth++ > 0) return;
+  if (!granted) { syscall(SYS_arch_prctl, 0x1023, 18); granted = 1; }
+  struct { uint8_t palette, start; uint8_t reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; }
+      cfg __attribute__((aligned(64)));
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette = 1;
+  for (int t = 0; t < 8; ++t) { cfg.rows[t] = 16; cfg.colsb[t] = 64; }
+  _tile_loadconfig(&cfg);
+}
+static inline void lt_amx_end(void) { if (--lt_amx_depth == 0) _tile_release(); }
+#endif"""
+
+
 # A call computes a 32 x 32 accumulator tile (four 16 x 16 tiles of the unit) over `nko` steps
 # of 64 int8 (32 bf16) along the reduction, holding the four accumulator tiles in tile
 # registers throughout: per step two A tiles (16 rows each) and two B tiles (16 groups of the
 # reduction each) are loaded and four tile products run. A's rows, B's group rows and C's rows
 # may be any distance apart (strides at run time); within a row they are contiguous, B's as
-# [j][group] as VNNI's. The kernel asks Linux for the tile registers once (arch_prctl) and
-# configures them on each call (the state is per thread), releasing them after.
+# [j][group] as VNNI's. The tiles are configured around the kernel's calls (AMX_RUNTIME).
 def _amx(name, group, a_dtype, b_dtype, acc_dtype, product, ctypes_):
     ksteps = 16  # groups per tile row: 64 bytes of int8, 32 bf16 = 16 groups of 4 or 2
     C = Buffer("C", (32, 32), acc_dtype)
@@ -113,21 +136,9 @@ def _amx(name, group, a_dtype, b_dtype, acc_dtype, product, ctypes_):
                                   ("kr", group)), store)
     tc, ta, tb = ctypes_
     esize = {"int32_t": 4, "float": 4, "uint8_t": 1, "int8_t": 1, "uint16_t": 2}
-    impl = f"""#include <sys/syscall.h>
-#include <unistd.h>
-static inline void lt_amx_start_{name}(void) {{
-  static int granted = 0;  /* Linux hands out the tile registers on request (ARCH_REQ_XCOMP_PERM) */
-  if (!granted) {{ syscall(SYS_arch_prctl, 0x1023, 18); granted = 1; }}
-  struct {{ uint8_t palette, start; uint8_t reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; }}
-      cfg __attribute__((aligned(64)));
-  memset(&cfg, 0, sizeof cfg);
-  cfg.palette = 1;
-  for (int t = 0; t < 8; ++t) {{ cfg.rows[t] = 16; cfg.colsb[t] = 64; }}
-  _tile_loadconfig(&cfg);
-}}
+    impl = f"""{AMX_RUNTIME}
 static inline void lt_intrin_{name}({tc}* restrict c, const {ta}* restrict a,
     const {tb}* restrict b, int64_t ldc, int64_t lda, int64_t ldb, int64_t b_ko, int64_t nko) {{
-  lt_amx_start_{name}();
   const int64_t sc = ldc * {esize[tc]}, sa = lda * {esize[ta]}, sb = ldb * {esize[tb]};
   _tile_loadd(0, c, sc); _tile_loadd(1, c + 16, sc);
   _tile_loadd(2, c + 16 * ldc, sc); _tile_loadd(3, c + 16 * ldc + 16, sc);
@@ -140,7 +151,6 @@ static inline void lt_intrin_{name}({tc}* restrict c, const {ta}* restrict a,
   }}
   _tile_stored(0, c, sc); _tile_stored(1, c + 16, sc);
   _tile_stored(2, c + 16 * ldc, sc); _tile_stored(3, c + 16 * ldc + 16, sc);
-  _tile_release();
 }}"""
     # strides at run time: C's and A's rows (loop i), B's group rows (kq) and steps (ko)
     return desc, impl, ((0, 0), (1, 0), (2, 3), (2, 2)), (2,)
@@ -149,7 +159,8 @@ static inline void lt_intrin_{name}({tc}* restrict c, const {ta}* restrict a,
 def _register_amx(name, group, a_dtype, b_dtype, acc_dtype, product, ctypes_, requires, doc):
     desc, impl, strided, free = _amx(name, group, a_dtype, b_dtype, acc_dtype, product, ctypes_)
     return register(TensorIntrin(name, desc, requires=requires, impl=impl, strided=strided,
-                                 free=free, doc=doc, macs=32 * 32 * 16 * group))
+                                 free=free, doc=doc, macs=32 * 32 * 16 * group,
+                                 begin="lt_amx_begin();", end="lt_amx_end();"))
 
 
 AMX_INT8 = _register_amx(
