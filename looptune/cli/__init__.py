@@ -114,6 +114,7 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--target", default="cpu")
     m.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_precision(m)
     add_cluster(m)
     i = sub.add_parser("inspect", help="show a model's operators, what imports, and its tasks",
                        description="Without compiling: count a model's operators, say which "
@@ -129,7 +130,17 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--database", metavar="URL", help=READ_DATABASE)
     r.add_argument("--threads", type=int, default=1, help="threads per kernel (default 1)")
     r.add_argument("--target", default="cpu")
+    add_precision(r)
     return p
+
+
+def add_precision(p) -> None:
+    p.add_argument("--precision", choices=["float32", "bf16"], default="float32",
+                   help="bf16: matmuls with constant weights in bfloat16, summed in float32, on "
+                   "the CPU's AMX / AVX512-BF16 units where it has them (default float32)")
+    p.add_argument("--calibration", metavar="NPZ", default=None,
+                   help="inputs to report a lower precision's error on: an .npz with one "
+                   "array per model input, by name, examples stacked along a first axis")
 
 
 def add_cluster(p) -> None:

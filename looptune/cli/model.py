@@ -73,13 +73,38 @@ def latency(compiled, inputs, *, repeat: int = 15, min_time: float = 0.1) -> flo
     return statistics.median(res)
 
 
-def summary(graph, db, target, threads) -> tuple[list, object, object]:
+def calibration(path, graph) -> list | None:
+    """The examples of a calibration .npz (one array per model input, by name, examples
+    stacked along a first axis) as a list of input tuples; None without a path."""
+    if path is None:
+        return None
+    try:
+        data = np.load(path)
+    except (OSError, ValueError) as e:
+        raise CLIError(f"--calibration {path}: {e}") from None
+    missing = [v.name for v in graph.inputs if v.name not in data.files]
+    if missing:
+        raise CLIError(f"--calibration {path} has no array for input(s) {', '.join(missing)} "
+                       f"(it holds {', '.join(data.files) or 'nothing'})")
+    arrays = [data[v.name] for v in graph.inputs]
+    for v, a in zip(graph.inputs, arrays):
+        if a.shape[1:] != tuple(v.shape):
+            raise CLIError(f"--calibration {path}: {v.name} must be (examples, "
+                           f"{', '.join(map(str, v.shape))}), got {a.shape}")
+    return [tuple(a[k] for a in arrays) for k in range(len(arrays[0]))]
+
+
+def summary(graph, db, target, threads, precision="float32",
+            calibrate=None) -> tuple[list, object, object]:
     """Rows per task, and the untuned and tuned compiled models."""
     from ..graph import compile_model, extract_tasks
-    tuned = compile_model(graph, db, target, num_threads=threads)
-    untuned = compile_model(graph, None, target, num_threads=threads)
+    from ..graph.precision import lower_precision
+    tuned = compile_model(graph, db, target, num_threads=threads, precision=precision,
+                          calibration=calibrate)
+    untuned = compile_model(graph, None, target, num_threads=threads, precision=precision)
     rows = []
-    for t, info in zip(extract_tasks(graph, target), tuned.desc["tasks"]):
+    for t, info in zip(extract_tasks(lower_precision(graph, precision), target),
+                       tuned.desc["tasks"]):
         n = sum(not r.baseline for r in db.records_like(t.func)) if db.has_workload(t.func) \
             else 0
         rows.append({"task": t.task_name, "weight": t.weight, "trials": n,
@@ -135,11 +160,13 @@ def tune_model_cmd(args) -> int:
             db = tune_model(graph, target, args.work_dir, max_trials_global=args.trials,
                             op_names=args.op_names, num_trials_per_iter=args.per_iter,
                             seed=args.seed, progress=not args.quiet, num_threads=args.threads,
-                            database=getattr(args, "database", None), **cluster)
+                            database=getattr(args, "database", None),
+                            precision=args.precision, **cluster)
     except ValueError as e:
         raise CLIError(str(e)) from None
     try:
-        rows, untuned, tuned = summary(graph, db, target, args.threads)
+        rows, untuned, tuned = summary(graph, db, target, args.threads, args.precision,
+                                       calibration(args.calibration, graph))
         print_summary(rows, untuned, tuned, random_inputs(tuned))
     finally:
         db.close()
@@ -167,7 +194,9 @@ def run_cmd(args) -> int:
     graph = load_graph(args.model)
     target = Target.create(args.target)
     db = _records(args.work_dir, getattr(args, "database", None))
-    compiled = compile_model(graph, db, target, num_threads=args.threads)
+    compiled = compile_model(graph, db, target, num_threads=args.threads,
+                             precision=args.precision,
+                             calibration=calibration(args.calibration, graph))
     tuned = sum(t["tuned"] for t in compiled.desc["tasks"])
     kept = sum(t.get("choice") == "default" for t in compiled.desc["tasks"])
     print(f"{compiled}")
