@@ -15,7 +15,7 @@ than untuned; compile <= 20 s cold, <= 2 s warm.
 
     python benchmarks/zoo.py [--models resnet50 bert ...] [--tier small|full] \
         [--trials N] [--time-per-model S] [--rounds 3] \
-        [--work-dir D [--measure-only]] [--json zoo.json] [--png zoo.png]
+        [--work-dir D [--measure-only]] [--precision bf16] [--json zoo.json] [--png zoo.png]
 """
 from __future__ import annotations
 
@@ -146,6 +146,11 @@ def bench(name: str, args, work: Path) -> dict:
             row["compile_warm_s"] = warm_compile_seconds(name, path, onnx_path, cache)
             row["import_s"] = graphs[path + "_s"]
             row["kernels"] = m.desc["kernels"]
+    low = None
+    if compiled is not None and args.precision == "bf16":  # the same graph, its matmuls in bf16
+        low = looptune.compile_model(row["graph"], None, "cpu", precision="bf16",
+                                     calibration=[tuple(arrays)])
+        row["bf16_err"] = rel_err(low(*arrays), want)
     row["imports"] = compiled is not None
     row["correct"] = compiled is not None and all(
         row.get(f"{p}_err", 0) <= 1e-3 for p in ("torch", "onnx"))
@@ -158,8 +163,13 @@ def bench(name: str, args, work: Path) -> dict:
         if compiled is not None:
             compiled.set_num_threads(threads)
             fns["untuned"] = lambda: compiled(*arrays)
+        if low is not None:
+            low.set_num_threads(threads)
+            fns["bf16"] = lambda: low(*arrays)
         with torch.no_grad():
             ms = timed_blocks(fns, rounds=args.rounds)
+        if low is not None:
+            row[f"bf16_vs_untuned_{tag}"] = ms["untuned"] / ms["bf16"]
         for k, v in ms.items():
             row[f"{k}_ms_{tag}"] = v
         if compiled is not None:
@@ -257,6 +267,9 @@ def main():
                     help="compile the models an earlier run tuned in --work-dir with their "
                          "databases and time them, without tuning (tuning s: the span of "
                          "their records)")
+    ap.add_argument("--precision", choices=["float32", "bf16"], default="float32",
+                    help="bf16: also compile each model with its matmuls in bfloat16 "
+                    "(compile_model precision='bf16'), timed beside the float32 build")
     ap.add_argument("--json", default=None)
     ap.add_argument("--png", default=None)
     args = ap.parse_args()

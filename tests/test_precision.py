@@ -96,15 +96,17 @@ def _task(a_dtype, w_dtype, acc, M, N, K):
 
 
 @pytest.mark.cc
-@pytest.mark.parametrize("M", [64, 5])  # 5 rows: AMX's 32-row tiles do not divide them
-def test_the_default_schedule_computes_int8_matmuls_on_the_best_unit_exactly(M):
+@pytest.mark.parametrize("M,threads", [(64, 1), (5, 1), (256, 2)])
+def test_the_default_schedule_computes_int8_matmuls_on_the_best_unit_exactly(M, threads):
+    """5 rows: AMX's 32-row tiles do not divide them. Two threads: each configures its own
+    tiles (an unconfigured thread's first tile load is an illegal instruction)."""
     target = Target.create("cpu")
     sch = default_schedule(_task("uint8", "int8", "int32", M, 96, 128), target)
     used = [inst.attrs[0] for inst in sch.trace.insts if inst.kind.name == "Tensorize"]
     assert all(u in target.tensor_intrins() for u in used)
     if "x86_dot_u8s8_8x4_avx2" in target.tensor_intrins():
         assert used  # every x86 machine with AVX2 has a unit for it
-    mod = lt.build(sch, target=target, num_threads=1)
+    mod = lt.build(sch, target=target, num_threads=threads)
     a = RNG.integers(0, 256, (M, 128)).astype("uint8")
     w = RNG.integers(-128, 128, (96, 128)).astype("int8")
     c = np.zeros((M, 96), "int32")

@@ -99,16 +99,16 @@ AMX_RUNTIME = """#ifndef LT_AMX_RUNTIME
 #include <sys/syscall.h>
 #include <unistd.h>
 static _Thread_local int lt_amx_depth = 0;
+/* in static data: built on the stack, GCC dropped the stores of rows and columns as dead
+   (it does not know that ldtilecfg reads them), and every tile load then faulted */
+static const struct { uint8_t palette, start; uint8_t reserved[14]; uint16_t colsb[16];
+                      uint8_t rows[16]; } lt_amx_cfg __attribute__((aligned(64))) =
+    {1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};
 static inline void lt_amx_begin(void) {
   static int granted = 0;
   if (lt_amx_depth++ > 0) return;
   if (!granted) { syscall(SYS_arch_prctl, 0x1023, 18); granted = 1; }
-  struct { uint8_t palette, start; uint8_t reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; }
-      cfg __attribute__((aligned(64)));
-  memset(&cfg, 0, sizeof cfg);
-  cfg.palette = 1;
-  for (int t = 0; t < 8; ++t) { cfg.rows[t] = 16; cfg.colsb[t] = 64; }
-  _tile_loadconfig(&cfg);
+  _tile_loadconfig(&lt_amx_cfg);
 }
 static inline void lt_amx_end(void) { if (--lt_amx_depth == 0) _tile_release(); }
 #endif"""
