@@ -29,11 +29,15 @@ SMALL = {
     "gelu": dict(M=7, N=13),
     "add": dict(N=2, C=3, H=7, W=5),
     "reduce_sum": dict(M=7, N=13),
+    "matmul_u8s8": dict(M=7, N=13, K=9),
 }
 
 
 def random_array(rng, shape, dtype="float32"):
     """Never zeros: a kernel that forgets an input or an init must show up."""
+    if dtype in ("uint8", "int8"):  # their whole range
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, size=shape, endpoint=True).astype(dtype)
     if dtype.startswith("int"):
         return rng.integers(-5, 6, size=shape).astype(dtype)
     return rng.uniform(-1, 1, size=shape).astype(dtype)

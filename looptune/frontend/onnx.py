@@ -8,7 +8,7 @@ graph operator's numpy reference, else by onnx.reference on that one node), so s
 arithmetic, masks, Range, ConstantOfShape and the like vanish whatever computes them. Batch
 norms fold into the convolutions before them. An unsupported model gets one error that names
 every operator it cannot translate. The translations of the operators are in onnx_ops.py,
-onnx_nn.py and onnx_index.py.
+onnx_nn.py and onnx_index.py; those of quantized models in onnx_quant.py and onnx_qlinear.py.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from ..graph.ir import Graph, GraphError, TensorType, Value
 from ..graph.op import get_graph_op
 from ..graph.simplify import fold_conv_affine, remove_dead
 from .common import Emitter, ImportError_, ProblemCollector
-from . import onnx_index, onnx_nn  # noqa: F401  (register their handlers)
+from . import onnx_index, onnx_nn, onnx_qlinear, onnx_quant  # noqa: F401  (their handlers)
 from .onnx_ops import HANDLERS, InvalidModel
 
 OPSETS = (13, 21)  # the default-domain opsets the translations follow
@@ -92,6 +92,7 @@ class _Importer:
         self._types = None          # value name -> (shape or None, elem type), on demand
         self._graph_consts: dict = {}
         self.node = None            # the ONNX node being translated
+        self.dequantized: dict = {}  # id(value) -> (value, q, scale, zp) (onnx_quant.py)
 
     # ------------------------------------------------------------------ driver
     def run(self) -> Graph:
@@ -159,7 +160,7 @@ class _Importer:
                 raise ImportError_(f"its output {unmade[0]} is not supported")
         except InvalidModel:
             raise
-        except (GraphError, TypeError, KeyError, ValueError, IndexError) as e:
+        except (GraphError, TypeError, KeyError, ValueError, IndexError, ArithmeticError) as e:
             del self.e.g.nodes[mark:]
             if not tainted:  # else the failure may be the guess's, not the operator's
                 self.problems.add(op, label, _reason(e, label))
@@ -246,6 +247,13 @@ class _Importer:
             except Exception:  # noqa: BLE001 - inference is a help, not a need
                 pass
         return self._types.get(name, (None, None))
+
+    def declare(self, name: str, elem_type: int) -> None:
+        """The element type of a value that its translation knows and ONNX's shape inference
+        may not (the output of a com.microsoft operator), for the nodes that read it."""
+        shape, elem = self.type_of(name)
+        if not elem:
+            self._types[name] = (shape, elem_type)
 
     def _collect_types(self, graph) -> None:
         for vi in list(graph.value_info) + list(graph.input) + list(graph.output):

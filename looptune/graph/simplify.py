@@ -433,10 +433,12 @@ def prepare(graph: Graph) -> Graph:
     scales after matmuls), weights in the layouts kernels read best, convolutional
     activations channels-last, consecutive transposes merged, slices before transposes,
     transposes of unit axes as views, reshapes moved below elementwise operators, sibling
-    matmuls (q, k, v) as one."""
+    matmuls (q, k, v) as one, quantized matmuls on 8-bit operands (quantized.py)."""
     if getattr(graph, "prepared", False):
         return graph  # once: tuning and compiling must see the same kernels
     graph = lower_attention(graph)  # attention: batch matmuls around a softmax
+    from .quantized import int8_matmuls
+    graph = int8_matmuls(graph)  # quantized matmuls on the int8 units (u8 x s8)
     from .layout import channels_last
     from .patterns import (merge_sibling_matmuls, rewrite_patterns, slices_before_transposes,
                            unit_transposes_as_views)

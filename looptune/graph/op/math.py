@@ -10,7 +10,7 @@ from ..ir import GraphError
 from .base import graph_op
 from .elementwise import _binary_op
 
-DTYPES = ("float32", "int32", "bfloat16")
+DTYPES = ("float32", "int32", "bfloat16", "uint8", "int8")
 
 
 def _one(node, op, inputs):
@@ -128,7 +128,8 @@ def _cast_ref(a, attrs):
 
 @graph_op("cast", "elementwise", attrs=("dtype",), ref=_cast_ref)
 def cast(inputs, attrs, node):
-    """To dtype "float32", "int32" or "bfloat16" (rounded to nearest even, as ml_dtypes);
+    """To dtype "float32", "int32", "bfloat16" (rounded to nearest even, as ml_dtypes),
+    "uint8" or "int8" (values in range: the 8-bit storage of a quantized tensor);
     float -> int truncates toward zero, as numpy's astype (NaN and values beyond int32's
     range are undefined: C's conversion)."""
     X = _one(node, "cast", inputs)

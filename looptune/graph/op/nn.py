@@ -21,8 +21,8 @@ def _n_inputs(node, op, inputs, lo, hi=None):
 
 # ------------------------------------------------------------------ linear algebra
 # operands of these types are multiplied and summed in another (what the hardware's dot
-# product units do): bfloat16 in float32
-ACCUMULATE = {"bfloat16": "float32"}
+# product units do): bfloat16 in float32, 8-bit integers in int32
+ACCUMULATE = {"bfloat16": "float32", "uint8": "int32", "int8": "int32"}
 
 
 def _matmul_ref(a, attrs):
@@ -36,7 +36,8 @@ def _matmul_ref(a, attrs):
 @graph_op("matmul", "anchor", attrs=("transpose_a", "transpose_b"), ref=_matmul_ref)
 def matmul(inputs, attrs, node):
     """2-D matrix product; transpose_b=True reads B as (N, K), like a linear layer's weight.
-    bfloat16 operands are multiplied and summed in float32 (a float32 result)."""
+    bfloat16 operands are multiplied and summed in float32 (a float32 result), 8-bit ones in
+    int32."""
     _n_inputs(node, "matmul", inputs, 2)
     return ops.matmul(inputs[0], inputs[1], transpose_a=bool(attrs.get("transpose_a", False)),
                       transpose_b=bool(attrs.get("transpose_b", False)), name=node,

@@ -17,6 +17,11 @@ def pad(X, pad_before, pad_after=None, value=0.0, name: str = "pad"):
               f"pad: {what} must list {X.ndim} non-negative ints, one per dimension of "
               f"{X.name} {shape_str(X.shape)}, got {p!r}")
     shape = tuple(s + b + a for s, b, a in zip(X.shape, pad_before, pad_after))
+    if isinstance(value, (int, float)) and X.dtype.startswith(("int", "uint")) \
+            and float(value).is_integer():
+        # an integer tensor (a quantized convolution's input) pads with integers: a float
+        # value would make the whole result float
+        value = te.const(int(value), X.dtype)
 
     def body(*idx):
         inside = []

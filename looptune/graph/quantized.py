@@ -1,0 +1,131 @@
+"""Quantized matrix products on the CPU's int8 units.
+
+The ONNX importer (frontend/onnx_quant.py) computes a quantized model exactly with int32
+tensors: a quantized activation is `cast(clip(round(...), lo, hi), int32)`, a MatMulInteger or
+QLinearMatMul is matmul((q - zp), w - zw) in int32 with the weight's difference a constant.
+That is exact but reads 4 bytes per value and multiplies in int32. `int8_matmuls` rewrites
+each such matmul whose weight fits int8 into the form the units take (VNNI's and AMX's u8 x
+s8 -> s32):
+
+    (q - zp) @ w  ==  u8(q + off) @ s8(w)  -  (off + zp) * colsum(w)
+
+with off = 0 for a uint8-ranged q and 128 for an int8-ranged one (the usual compensation:
+the units multiply unsigned by signed bytes). The u8 cast fuses into the kernel that
+quantizes q, which then writes one byte per value; the weight is stored once as int8 [N][K]
+(packed for the unit at compile time); the compensation is a constant per output column (or,
+with a zero point computed at run time, DynamicQuantizeLinear's, a product with it) and
+fuses into the matmul's epilogue with the requantization after it. The result is the same
+int32 tensor, bit for bit.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .ir import Graph, GraphBuilder
+
+VIEWS = ("reshape",)
+
+
+def _range_of(v) -> tuple | None:
+    """The value range of an int32 tensor that holds 8-bit values: (lo, hi) from the clip
+    before its cast, or from the 8-bit type it was cast from; None if unknown."""
+    p = v.producer
+    if p is None or p.op != "cast" or v.dtype != "int32":
+        return None
+    src = p.inputs[0]
+    if src.dtype in ("uint8", "int8"):
+        info = np.iinfo(src.dtype)
+        return int(info.min), int(info.max)
+    q = src.producer
+    if q is not None and q.op == "clip" and "min" in q.attrs and "max" in q.attrs:
+        return float(q.attrs["min"]), float(q.attrs["max"])
+    return None
+
+
+def _shifted(a):
+    """(q, zero point: an int, a Value or None, the views between) of a matmul operand
+    `views(q - zp)` or `views(q)`."""
+    views = []
+    while a.producer is not None and a.producer.op in VIEWS:
+        views.append(a.producer)
+        a = a.producer.inputs[0]
+    p = a.producer
+    if p is not None and p.op == "sub" and len(p.inputs) == 2:
+        q, zp = p.inputs
+        if zp.is_const:
+            if zp.data.size != 1:
+                return None  # a zero point per row: not folded here
+            zp = int(np.asarray(zp.data).reshape(-1)[0])
+        elif zp.type.size != 1:
+            return None
+        return q, zp, views[::-1]
+    if p is not None and p.op == "sub" and "scalar" in p.attrs and not p.attrs.get("reverse"):
+        return p.inputs[0], int(p.attrs["scalar"]), views[::-1]
+    return a, 0, views[::-1]
+
+
+def int8_matmuls(graph: Graph) -> Graph:
+    """The graph with its int32 matmuls of 8-bit operands on u8 x s8 (module docstring)."""
+    g = GraphBuilder(graph.name)
+    vmap: dict = {id(v): g.input(v.name, v.shape, v.dtype) for v in graph.inputs}
+
+    def get(v):
+        return v if v.is_const else vmap[id(v)]
+
+    for node in graph.nodes:
+        args = [get(v) for v in node.inputs]
+        out = None
+        if node.op == "matmul" and node.output.dtype == "int32" and not node.attrs.get(
+                "transpose_a"):
+            out = _rewrite(g, node, get)
+        if out is None:
+            out = g.op(node.op, *args, name=node.name, **node.attrs)
+        vmap[id(node.output)] = out
+    return g.finish(*[get(v) for v in graph.outputs])
+
+
+def _int(g, name, value):
+    return g.const(name, np.array([value], np.int32))  # int32 arithmetic stays int32
+
+
+def _rewrite(g, node, get):
+    a, b = node.inputs
+    if not b.is_const or b.data.ndim != 2:
+        return None
+    w = np.asarray(b.data)
+    if not np.issubdtype(w.dtype, np.integer) or w.min() < -128 or w.max() > 127:
+        return None
+    found = _shifted(a)
+    if found is None:
+        return None
+    q, zp, views = found
+    rng = _range_of(q)
+    if rng is None:
+        return None
+    if rng[0] >= 0 and rng[1] <= 255:
+        off = 0
+    elif rng[0] >= -128 and rng[1] <= 127:
+        off = 128
+    else:
+        return None
+    w8 = np.ascontiguousarray(w if node.attrs.get("transpose_b") else w.T).astype(np.int8)
+    name = node.name
+    x = get(q)
+    if off:
+        x = g.op("add", x, _int(g, name + "_offset", off), name=name + "_u8_offset")
+    x = g.op("cast", x, name=name + "_u8", dtype="uint8")
+    for view in views:
+        x = g.op(view.op, x, name=view.name + "_u8", **view.attrs)
+    acc = g.op("matmul", x, g.const(name + "_s8", w8), name=name, transpose_b=True)
+    colsum = w8.astype(np.int64).sum(axis=1).astype(np.int32)  # over K, per output column
+    if isinstance(zp, int):
+        shift = (off + zp) * colsum.astype(np.int64)
+        if np.any(shift):
+            acc = g.op("sub", acc, g.const(name + "_compensation", shift.astype(np.int32)),
+                       name=name + "_compensated")
+        return acc
+    z = get(zp)
+    if off:
+        z = g.op("add", z, _int(g, name + "_zp_offset", off), name=name + "_zp_offset")
+    shift = g.op("mul", g.const(name + "_colsum", colsum), z, name=name + "_compensation")
+    return g.op("sub", acc, shift, name=name + "_compensated")
