@@ -147,8 +147,10 @@ def test_a_host_isa_looptune_cannot_narrow_to_is_refused(host_isa):
 
 @pytest.mark.skipif(not X86, reason="the ISA names below are x86's")
 def test_an_artifact_for_an_isa_this_machine_lacks_is_refused(cache):
-    missing = next(f for f in ("avx512_fp16", "amx_tile", "avx512f", "avx2")
-                   if not host().has(f))
+    missing = next((f for f in ("avx512_fp16", "amx_tile", "avx512f", "avx2")
+                    if not host().has(f)), None)
+    if missing is None:
+        pytest.skip("this machine has every x86 extension the test could pretend to lack")
     alien = dataclasses.replace(host(), features=host().features + (missing,))
     backend = Backend.for_target(alien)
     artifact = backend.compile(backend.generate(axpy()))  # compiling for it is fine

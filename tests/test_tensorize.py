@@ -249,7 +249,7 @@ def test_tuning_an_int8_dense_measures_the_unit_and_compiles_the_best_verified(t
             for family in (["x86_amx_u8s8_32x32"], INT8)} - {None}
     if not best:
         pytest.skip("no int8 unit here")
-    db = lt.tune.tune_tir(func, target, tmp_path, max_trials_global=16, num_trials_per_iter=8,
+    db = lt.tune.tune_tir(func, target, tmp_path, max_trials_global=8, num_trials_per_iter=8,
                           seed=0)
     records = db.records_of(db.commit_workload(func), target)
     units = {inst.attrs[0] for r in records for inst in r.trace.insts

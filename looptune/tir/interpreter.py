@@ -157,9 +157,10 @@ class _PyGen:
         self.stmt(chain[-1].body, depth + 1)
 
     def alloc(self, b: Buffer, depth):
-        fill = "np.nan" if dt.is_float(b.dtype) else "-12345"
         npd = dt.numpy_name(b.dtype)
         t = self.type(npd)
+        # a sentinel for elements never written: NaN, or -12345 wrapped to the type's width
+        fill = "np.nan" if dt.is_float(b.dtype) else f"np.int64(-12345).astype({t})"
         if b.strides is None and not b.align:
             self.emit(depth, f"{self.name(b)} = np.full({b.shape}, {fill}, dtype={t})")
         else:

@@ -25,16 +25,17 @@ DEFAULT_RULES = {
         # numpy against 0.839-0.936x (AVX-512: 1.039-1.075x against 1.057-1.065x;
         # relu(x@W+b) 1.65-1.74x against 1.63-1.69x): the register tile is loaded and stored
         # half as often (benchmarks/matmul_nests.py models the nests)
-        # blocks a tensor intrinsic of the target computes (int8 and bf16 dot products):
-        # tiled around it, and also left to the rules below (the search compares the two)
-        ("multi-level-tiling-with-intrin", {"structure": "SSRSRS", "max_innermost_factor": 8,
-                                            "max_innermost_reduction": 64,
-                                            "write_levels": (1, 2)}),
+        # intrinsics: blocks a tensor intrinsic of the target computes (int8 and bf16 dot
+        # products) are also tiled around it (the search compares the two)
         ("multi-level-tiling", {"structure": "SSRSRS", "max_innermost_factor": None,
                                 "max_innermost_reduction": 256,
                                 "write_levels": (1, 2), "write_scope": "local",
                                 "read_levels": (None, 1), "read_operands": ("vector",),
-                                "tile_sampler": "partitioned", "channel_vectors": True}),
+                                "tile_sampler": "partitioned", "channel_vectors": True,
+                                "intrinsics": {"structure": "SSRSRS",
+                                               "max_innermost_factor": 8,
+                                               "max_innermost_reduction": 64,
+                                               "write_levels": (1, 2)}}),
         ("parallel-vectorize-unroll", {"jobs_per_core": (1, 4, 16, 64),
                                        "max_vectorize_extent": 64,
                                        "unroll_max_steps": (0, 16, 64, 512),

@@ -58,7 +58,7 @@ class MultiLevelTiling(ScheduleRule):
                  tile_sampler: str = "partitioned", *, tile_binds=(), read_scope: str = "global",
                  write_reuse: str = "may", vector_load_lens=(), channel_vectors: bool = False,
                  max_innermost_reduction: int | None = None, read_operands=("all",),
-                 prefetch=()):
+                 prefetch=(), intrinsics: dict | None = None):
         """max_innermost_factor None: 4 x the target's float32 vector lanes.
         max_innermost_reduction: the same limit for reduction loops (the reduction steps
         between two loads and stores of the register tile; None: max_innermost_factor), which
@@ -81,7 +81,11 @@ class MultiLevelTiling(ScheduleRule):
         that axis last, and the accumulators stored likewise. prefetch (CPU): the distances
         (in row tiles) the search picks from for prefetching the inputs read in place
         (see _prefetch; e.g. PREFETCH_DISTANCES; empty, the default: no prefetch and no
-        decision. Off because it measured within noise: benchmarks/prefetch_effect.py)."""
+        decision. Off because it measured within noise: benchmarks/prefetch_effect.py).
+        intrinsics (CPU): the options of MultiLevelTilingWithIntrin (multi_level_tiling_intrin
+        .py): a block one of the target's tensor intrinsics computes (int8, bf16) also gets
+        the spaces tiled around it, ahead of the plain ones (one rule, so that the plain
+        spaces' traces stay as they were)."""
         if set(structure) - {"S", "R"} or "S" not in structure:
             raise ValueError(f"structure {structure!r} must be made of S and R")
         if tile_sampler not in ("perfect", "partitioned"):
@@ -108,6 +112,8 @@ class MultiLevelTiling(ScheduleRule):
         self.vector_load_lens = tuple(vector_load_lens)
         self.channel_vectors = channel_vectors
         self.prefetch = tuple(int(d) for d in prefetch)
+        self.intrinsics = dict(intrinsics) if intrinsics is not None else None
+        self._units = None
 
     def initialize_with_tune_context(self, context) -> None:
         if self.max_innermost_factor is None:
@@ -115,8 +121,16 @@ class MultiLevelTiling(ScheduleRule):
         if self.max_innermost_reduction is None:
             self.max_innermost_reduction = self.max_innermost_factor
         self.target = context.target
+        if self.intrinsics is not None:
+            from .multi_level_tiling_intrin import MultiLevelTilingWithIntrin
+            self._units = MultiLevelTilingWithIntrin(**self.intrinsics, keep_plain=False)
+            self._units.initialize_with_tune_context(context)
 
     def apply(self, sch, block) -> list:
+        units = self._units.unit_spaces(sch, block) if self._units is not None else []
+        return units + self._plain(sch, block)
+
+    def _plain(self, sch, block) -> list:
         b = sch.get(block)
         if b.name == "root" or not has_reuse(b) or b.annotation(TILED) is not None:
             return [sch]

@@ -16,8 +16,9 @@ factor: [N][K] -> [K / group][N][group]) where that lays it out as the unit read
 graph task only its constant weights (compile_model packs them once), in a kernel of its own
 any argument (the module then takes it packed: `Module.pack`).
 
-The block also stays as it was, for the plain rules after this one, so the search measures
-the unit against plain code on every task.
+By default the CPU's MultiLevelTiling runs this rule first (its `intrinsics` option): the
+spaces around the units come ahead of the plain ones, so the search measures the units
+against plain code on every task, and the plain spaces' traces stay as they were.
 """
 from __future__ import annotations
 
@@ -65,15 +66,20 @@ class MultiLevelTilingWithIntrin(MultiLevelTiling):
         self.offered = [[i for i in f if i.offered_by(context.target)] for f in self.families]
 
     def apply(self, sch, block) -> list:
+        spaces = self.unit_spaces(sch, block)
+        return spaces + [sch] if spaces and self.keep_plain else spaces or [sch]
+
+    def unit_spaces(self, sch, block) -> list:
+        """The spaces around the units (copies; sch is left as it is), or []."""
         b = sch.get(block)
         if (b.name == "root" or not b.is_reduction or b.annotation(TILED) is not None
                 or not isinstance(b.body, BufferStore)):
-            return [sch]
+            return []
         if any(lp.kind != "serial" for lp in sch.enclosing_loops(block)):
-            return [sch]
+            return []
         kinds = loop_kinds(sch, block)
         if "O" in kinds:
-            return [sch]
+            return []
         br = sch.realize(block)
         store = substitute(b.body, {iv.var: v for iv, v in zip(b.iter_vars, br.iter_values)})
         spaces = []
@@ -84,7 +90,7 @@ class MultiLevelTilingWithIntrin(MultiLevelTiling):
                     if made:
                         spaces += made
                         break
-        return spaces + [sch] if spaces and self.keep_plain else spaces or [sch]
+        return spaces
 
     def _spaces(self, sch, block, kinds, intrin) -> list:
         """One space per write level around `intrin`, from its first candidate that tiles."""
