@@ -242,3 +242,21 @@ class GraphBuilder:
 
     def finish(self, *outputs: Value) -> Graph:
         return Graph(self.name, self.inputs, self.nodes, list(outputs))
+
+
+def rebuild(graph: Graph, rewrite) -> Graph:
+    """A copy of `graph` in which `rewrite(g, node, get)` may replace each node: it returns the
+    Value that stands for the node's output, built in GraphBuilder `g` (`get(v)` is the new
+    graph's value for an old one), or None to copy the node as it is."""
+    g = GraphBuilder(graph.name)
+    vmap: dict = {id(v): g.input(v.name, v.shape, v.dtype) for v in graph.inputs}
+
+    def get(v):
+        return v if v.is_const else vmap[id(v)]
+
+    for node in graph.nodes:
+        out = rewrite(g, node, get)
+        if out is None:
+            out = g.op(node.op, *[get(v) for v in node.inputs], name=node.name, **node.attrs)
+        vmap[id(node.output)] = out
+    return g.finish(*[get(v) for v in graph.outputs])

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir import Graph, GraphBuilder, GraphError
+from .ir import Graph, GraphError, rebuild
 
 PRECISIONS = ("float32", "bf16")
 
@@ -30,28 +30,19 @@ def to_bfloat16(graph: Graph) -> Graph:
     except ImportError:
         raise GraphError("precision='bf16' needs the ml_dtypes package (numpy has no "
                          "bfloat16): pip install ml_dtypes") from None
-    g = GraphBuilder(graph.name)
-    vmap: dict = {id(v): g.input(v.name, v.shape, v.dtype) for v in graph.inputs}
-
-    def get(v):
-        return v if v.is_const else vmap[id(v)]
-
-    for node in graph.nodes:
+    def rewrite(g, node, get):
         args = [get(v) for v in node.inputs]
         attrs = dict(node.attrs)
         w = args[1] if len(args) > 1 else None
-        if (node.op == "matmul" and w is not None and w.is_const and w.dtype == "float32"
+        if not (node.op == "matmul" and w is not None and w.is_const and w.dtype == "float32"
                 and w.data.ndim == 2 and args[0].dtype == "float32"
                 and not attrs.get("transpose_a")):
-            data = w.data if attrs.get("transpose_b") else w.data.T  # as [N][K]
-            weight = g.const(w.name + "_bf16", np.ascontiguousarray(data).astype(
-                ml_dtypes.bfloat16))
-            x = g.op("cast", args[0], name=node.name + "_bf16", dtype="bfloat16")
-            vmap[id(node.output)] = g.op("matmul", x, weight, name=node.name,
-                                         transpose_b=True)
-            continue
-        vmap[id(node.output)] = g.op(node.op, *args, name=node.name, **attrs)
-    return g.finish(*[get(v) for v in graph.outputs])
+            return None
+        data = w.data if attrs.get("transpose_b") else w.data.T  # as [N][K]
+        weight = g.const(w.name + "_bf16", np.ascontiguousarray(data).astype(ml_dtypes.bfloat16))
+        x = g.op("cast", args[0], name=node.name + "_bf16", dtype="bfloat16")
+        return g.op("matmul", x, weight, name=node.name, transpose_b=True)
+    return rebuild(graph, rewrite)
 
 
 def lower_precision(graph: Graph, precision: str) -> Graph:

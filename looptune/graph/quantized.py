@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir import Graph, GraphBuilder
+from .ir import Graph, rebuild
 
 VIEWS = ("reshape",)
 
@@ -66,22 +66,12 @@ def _shifted(a):
 
 def int8_matmuls(graph: Graph) -> Graph:
     """The graph with its int32 matmuls of 8-bit operands on u8 x s8 (module docstring)."""
-    g = GraphBuilder(graph.name)
-    vmap: dict = {id(v): g.input(v.name, v.shape, v.dtype) for v in graph.inputs}
-
-    def get(v):
-        return v if v.is_const else vmap[id(v)]
-
-    for node in graph.nodes:
-        args = [get(v) for v in node.inputs]
-        out = None
+    def rewrite(g, node, get):
         if node.op == "matmul" and node.output.dtype == "int32" and not node.attrs.get(
                 "transpose_a"):
-            out = _rewrite(g, node, get)
-        if out is None:
-            out = g.op(node.op, *args, name=node.name, **node.attrs)
-        vmap[id(node.output)] = out
-    return g.finish(*[get(v) for v in graph.outputs])
+            return _rewrite(g, node, get)
+        return None
+    return rebuild(graph, rewrite)
 
 
 def _int(g, name, value):
