@@ -34,6 +34,8 @@ class Source:
     symbol: str           # the entry point (`<symbol>_packed` on a CPU)
     lowered: object = field(default=None, repr=False)  # what lowering made (a GpuProgram on
                                                        # CUDA: its launch table goes with it)
+    guarded_loads: bool = True  # C: a load under a condition (backend.cpu: the compiler
+                                # workaround it needs); True unless the renderer knows
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from ..runtime.compiler import CFLAGS, compile_library, compile_shared, object_o
     workaround_flags
 from ..runtime.module import Module
 from ..target import host
+from ..tir.functor import visit
 from ..target.target import detected
 from .base import Artifact, Backend, Source
 
@@ -31,6 +32,36 @@ GCC_X86 = {
     "vpclmulqdq": "vpclmulqdq", "sha_ni": "sha", "amx_tile": "amx-tile",
     "amx_bf16": "amx-bf16", "amx_int8": "amx-int8",
 }
+
+
+def has_guarded_loads(node) -> bool:
+    """Whether lowered code reads a buffer under a condition (a select's arm, an if's body):
+    what GCC's if-conversion bug needs (runtime.compiler.workaround_flags)."""
+    from ..tir.expr import BufferLoad, Select
+    from ..tir.stmt import IfThenElse
+    found = []
+
+    def loads(n):
+        if found:
+            return False
+        if isinstance(n, BufferLoad):
+            found.append(n)
+        return None
+
+    def fn(n):
+        if found:
+            return False
+        if isinstance(n, Select):
+            visit(n.true_value, loads)
+            visit(n.false_value, loads)
+        elif isinstance(n, IfThenElse):
+            visit(n.then_case, loads)
+            if n.else_case is not None:
+                visit(n.else_case, loads)
+        return None
+
+    visit(node, fn)
+    return bool(found)
 
 
 def isa_flags(target) -> list:
@@ -77,18 +108,22 @@ class CPUBackend(Backend):
         return lowered
 
     def render(self, func, lowered, *, meta=None) -> Source:
-        return Source(func, CRenderer().render(lowered, meta=meta), CRenderer.symbol(func))
+        return Source(func, CRenderer().render(lowered, meta=meta), CRenderer.symbol(func),
+                      guarded_loads=has_guarded_loads(lowered))
 
-    def flags(self, cc: str | None = None) -> list:
-        """The C compiler's flags for this target: CFLAGS with the Target's ISA."""
+    def flags(self, cc: str | None = None, *, guarded_loads: bool = True) -> list:
+        """The C compiler's flags for this target: CFLAGS with the Target's ISA, and the
+        compiler's workarounds for code with loads under conditions (without them: none, so
+        that GCC if-converts and vectorizes the rest, a NaN-aware clip among them)."""
         cc = cc or default_cc()
         return [f for f in CFLAGS if not f.startswith(("-march=", "-mtune="))] \
             + isa_flags(self.target) \
-            + workaround_flags(cc)
+            + (workaround_flags(cc) if guarded_loads else [])
 
     def compile(self, source: Source, *, flags=None, timeout=None) -> Artifact:
         path = compile_shared(source.text, name=source.func.name, timeout=timeout,
-                              flags=self.flags() if flags is None else flags,
+                              flags=self.flags(guarded_loads=source.guarded_loads)
+                              if flags is None else flags,
                               isa=self.target.isa())
         return Artifact("cpu", str(path), source.symbol, self.target.isa(),
                         str(object_of(path)))

@@ -135,12 +135,18 @@ def parser() -> argparse.ArgumentParser:
 
 
 def add_precision(p) -> None:
-    p.add_argument("--precision", choices=["float32", "bf16"], default="float32",
+    p.add_argument("--precision", choices=["float32", "bf16", "int8", "int8-dynamic"],
+                   default="float32",
                    help="bf16: matmuls with constant weights in bfloat16, summed in float32, on "
-                   "the CPU's AMX / AVX512-BF16 units where it has them (default float32)")
+                   "the CPU's AMX / AVX512-BF16 units where it has them; int8: matmuls and "
+                   "convolutions with constant weights in int8 (per-channel weights, "
+                   "activation ranges calibrated on --calibration), on its VNNI / AMX units; "
+                   "int8-dynamic: matmuls in int8 with each call's activation range, no "
+                   "calibration needed (transformers) (default float32)")
     p.add_argument("--calibration", metavar="NPZ", default=None,
-                   help="inputs to report a lower precision's error on: an .npz with one "
-                   "array per model input, by name, examples stacked along a first axis")
+                   help="inputs to calibrate int8 on and to report a lower precision's error "
+                   "on: an .npz with one array per model input, by name, examples stacked "
+                   "along a first axis")
 
 
 def add_cluster(p) -> None:

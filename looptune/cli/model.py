@@ -91,6 +91,10 @@ def calibration(path, graph) -> list | None:
         if a.shape[1:] != tuple(v.shape):
             raise CLIError(f"--calibration {path}: {v.name} must be (examples, "
                            f"{', '.join(map(str, v.shape))}), got {a.shape}")
+        if len(a) != len(arrays[0]) or not len(a):
+            raise CLIError(f"--calibration {path}: {v.name} holds {len(a)} examples"
+                           + (f", {graph.inputs[0].name} {len(arrays[0])}" if v is not
+                              graph.inputs[0] else "") + "; give one or more of each input")
     return [tuple(a[k] for a in arrays) for k in range(len(arrays[0]))]
 
 
@@ -101,10 +105,10 @@ def summary(graph, db, target, threads, precision="float32",
     from ..graph.precision import lower_precision
     tuned = compile_model(graph, db, target, num_threads=threads, precision=precision,
                           calibration=calibrate)
-    untuned = compile_model(graph, None, target, num_threads=threads, precision=precision)
+    low = lower_precision(graph, precision, calibration=calibrate)
+    untuned = compile_model(low, None, target, num_threads=threads)  # the report: once
     rows = []
-    for t, info in zip(extract_tasks(lower_precision(graph, precision), target),
-                       tuned.desc["tasks"]):
+    for t, info in zip(extract_tasks(low, target), tuned.desc["tasks"]):
         n = sum(not r.baseline for r in db.records_like(t.func)) if db.has_workload(t.func) \
             else 0
         rows.append({"task": t.task_name, "weight": t.weight, "trials": n,
@@ -154,6 +158,7 @@ def tune_model_cmd(args) -> int:
     cluster = cluster_parts(args)
     print(f"{args.model}: {len(graph.nodes)} operators, {len(tasks)} tasks on {target}"
           + (f", built and measured on the Ray cluster {args.cluster}" if cluster else ""))
+    examples = calibration(args.calibration, graph)
     try:
         with warnings.catch_warnings():  # a budget that cannot cover the tasks: one line
             warnings.showwarning = _print_warning
@@ -161,12 +166,12 @@ def tune_model_cmd(args) -> int:
                             op_names=args.op_names, num_trials_per_iter=args.per_iter,
                             seed=args.seed, progress=not args.quiet, num_threads=args.threads,
                             database=getattr(args, "database", None),
-                            precision=args.precision, **cluster)
+                            precision=args.precision, calibration=examples, **cluster)
     except ValueError as e:
         raise CLIError(str(e)) from None
     try:
         rows, untuned, tuned = summary(graph, db, target, args.threads, args.precision,
-                                       calibration(args.calibration, graph))
+                                       examples)
         print_summary(rows, untuned, tuned, random_inputs(tuned))
     finally:
         db.close()
@@ -189,14 +194,17 @@ def _records(work_dir, database=None):
 
 
 def run_cmd(args) -> int:
-    from ..graph import compile_model
+    from ..graph import GraphError, compile_model
     from ..target import Target
     graph = load_graph(args.model)
     target = Target.create(args.target)
     db = _records(args.work_dir, getattr(args, "database", None))
-    compiled = compile_model(graph, db, target, num_threads=args.threads,
-                             precision=args.precision,
-                             calibration=calibration(args.calibration, graph))
+    try:
+        compiled = compile_model(graph, db, target, num_threads=args.threads,
+                                 precision=args.precision,
+                                 calibration=calibration(args.calibration, graph))
+    except GraphError as e:  # a precision without the calibration it needs, NaN in it
+        raise CLIError(str(e)) from None
     tuned = sum(t["tuned"] for t in compiled.desc["tasks"])
     kept = sum(t.get("choice") == "default" for t in compiled.desc["tasks"])
     print(f"{compiled}")

@@ -30,9 +30,11 @@ F32_CALLS = {"exp": "expf({0})", "log": "logf({0})", "sqrt": "sqrtf({0})",
              "fmod": "fmodf({0}, {1})",
              "floor": "floorf({0})", "ceil": "ceilf({0})", "abs": "fabsf({0})",
              "sin": "sinf({0})", "cos": "cosf({0})",
-             # half to even whatever the rounding mode; unlike nearbyintf (a libm call in a
-             # loop), GCC inlines and vectorizes it (roundps): a quantizing kernel ran 20x faster
-             "round": "__builtin_roundevenf({0})"}
+             # half to even in the default rounding mode (kernels never change it): GCC
+             # inlines and vectorizes rintf at every width (vrndscaleps), where nearbyintf is
+             # a libm call in a loop and roundevenf stays scalar with AVX-512 (GCC 12): a
+             # quantizing convolution's epilogue ran 4x slower so
+             "round": "__builtin_rintf({0})"}
 F64_CALLS = {k: v.replace("f(", "(").replace("1.0f", "1.0") for k, v in F32_CALLS.items()}
 
 # C's keywords, the library functions kernels call and the type names they use: no variable

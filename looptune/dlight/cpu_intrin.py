@@ -6,9 +6,12 @@ matmul): zero search, a fixed tiling around the target's best unit.
   (1024 int8) per call (4 steps ran 1.4-1.6x slower on a 1024 GEMM and BERT's projections:
   each call loads and stores the accumulator tiles), rows outermost (a row block of the activations stays in cache while
   the weight streams past it), the accumulator tile written back per column tile.
-- The vector dot products (VNNI, AVX2): a register tile of 4 rows by up to 4 vectors of
-  output columns, the reduction in blocks of 64 groups, column blocks outermost (one block's
-  weight panel stays in cache), the accumulators written back per row tile.
+- The vector dot products (VNNI, AVX2): a register tile of up to 28 accumulators, rows by
+  up to 4 vectors of output columns, both dividing the output (no guard inside the unit's
+  nest: 7 x 4 on a 14-wide image, 4 x 4 on a matmul), the reduction in blocks of 64 groups,
+  column blocks outermost (one block's weight panel stays in cache), the accumulators
+  written back per row tile. A convolution (channels-last, an (R, S, K, C) weight) is tiled
+  so too, its output pixels the rows, its input channels the reduction the unit groups.
 
 Either way the weight is packed by the unit's group, then by the column tile
 (RewriteLayout, as cpu.py does for every block), the elementwise epilogue is applied as the
@@ -26,7 +29,7 @@ from ..tune.schedule_rule.analysis import is_elementwise
 from ..tune.schedule_rule.multi_level_tiling_intrin import _roles
 
 AMX_STEPS = 16  # reduction steps of 64 bytes per AMX call (the accumulator loaded once)
-VECTOR_ROWS, VECTOR_COLUMNS, VECTOR_STEPS = 4, 4, 64
+VECTOR_COLUMNS, VECTOR_REGISTERS, VECTOR_STEPS = 4, 28, 64
 
 
 def tile_with_intrinsic(sch, b, kinds, target):
@@ -77,7 +80,11 @@ def _tiled(sch, name, kinds, intrin, target):
                    and (free is None or params.index(r.buffer) in free)
                    and not _reads_row(blk, r.buffer, index)), None)
     if weight is not None:
-        sch.pack_layout(b, weight, reduction[-1][1])
+        axis = _axis_of(blk, blk.reads[weight].buffer,
+                        next(v for v, p in position.items() if p == r_pos))
+        if axis is None:
+            raise _Skip
+        sch.pack_layout(b, weight, reduction[-1][1], axis)
     loops = sch.get_loops(b)
     amx = len(spatial) == 2
     pieces = {}
@@ -86,8 +93,10 @@ def _tiled(sch, name, kinds, intrin, target):
         if amx:
             o, pieces[k] = sch.split(loops[p], [None, f])
             outer_s.append(o)
-        else:  # up to VECTOR_COLUMNS vectors of columns side by side
-            cols = max(c for c in range(1, VECTOR_COLUMNS + 1) if (ext[p] // f) % c == 0)
+        else:  # a register tile of rows x vectors of columns
+            rows_ext = next((ext[q] for q in reversed(range(len(loops)))
+                             if kinds[q] == "S" and q not in s_pos), 1)
+            n_rows, cols = _register_tile(rows_ext, ext[p] // f)
             o, c, pieces[k] = sch.split(loops[p], [None, cols, f])
             outer_s.append((o, c))
     rest, inner = sch.split(loops[r_pos], [None, group_bytes])
@@ -112,8 +121,8 @@ def _tiled(sch, name, kinds, intrin, target):
     else:
         (cols_o, cols_r), = outer_s
         rows = other_s[-1] if other_s else None
-        if rows is not None and sch.get(rows).extent > VECTOR_ROWS:
-            rows_o, rows_r = sch.split(rows, [None, VECTOR_ROWS])
+        if rows is not None and sch.get(rows).extent > n_rows:
+            rows_o, rows_r = sch.split(rows, [None, n_rows])
             lead = other_s[:-1]
         else:
             rows_o, rows_r, lead = None, rows, other_s[:-1]
@@ -122,7 +131,7 @@ def _tiled(sch, name, kinds, intrin, target):
         if rows_r is not None:
             sch.unroll(rows_r)
         sch.unroll(cols_r)
-        write_at, par = head[-1], head[:2]
+        write_at, par = head[-1], head[:max(2, len(head) - 1)]  # (a conv's rows: y too)
     sch.tensorize(tail[0], intrin.name)
     acc = sch.cache_write(b, 0, "local")
     sch.reverse_compute_at(acc, write_at)
@@ -144,6 +153,32 @@ def _tiled(sch, name, kinds, intrin, target):
         except ScheduleError:
             pass
     return sch, handled
+
+
+def _register_tile(rows: int, col_vectors: int) -> tuple:
+    """(rows, vectors of columns) of the vector units' accumulator tile: dividing the
+    extents (no guard inside the unit's nest), at most VECTOR_COLUMNS vectors wide and
+    VECTOR_REGISTERS accumulators, the most accumulators (wider first): 4 x 4 for a
+    matmul, 7 x 4 for a 14- or 7-wide image."""
+    best = (1, 1)
+    for c in range(1, VECTOR_COLUMNS + 1):
+        for r in range(1, VECTOR_REGISTERS // c + 1):
+            if col_vectors % c == 0 and rows % r == 0 and (r * c, c) > (best[0] * best[1],
+                                                                         best[1]):
+                best = (r, c)
+    return best
+
+
+def _axis_of(blk, buf, var):
+    """The axis of `buf` that the block indexes by iteration variable `var` alone (a matmul
+    weight's K, a convolution weight's input channels), or None."""
+    from ..tir.expr import BufferLoad
+    from ..tir.functor import visit
+    found = []
+    visit(blk.body, lambda n: found.append(n) if isinstance(n, BufferLoad) and n.buffer is buf
+          else None)
+    axes = {a for ld in found for a, i in enumerate(ld.indices) if i is var}
+    return axes.pop() if len(axes) == 1 else None
 
 
 def _reads_row(blk, buf, out_index) -> bool:

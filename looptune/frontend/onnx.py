@@ -20,6 +20,7 @@ from ..graph.simplify import fold_conv_affine, remove_dead
 from .common import Emitter, ImportError_, ProblemCollector
 from . import onnx_index, onnx_nn, onnx_qlinear, onnx_quant  # noqa: F401  (their handlers)
 from .onnx_ops import HANDLERS, InvalidModel
+from .onnx_qdq import remember_weight
 
 OPSETS = (13, 21)  # the default-domain opsets the translations follow
 
@@ -93,6 +94,8 @@ class _Importer:
         self._graph_consts: dict = {}
         self.node = None            # the ONNX node being translated
         self.dequantized: dict = {}  # id(value) -> (value, q, scale, zp) (onnx_quant.py)
+        self._uses = None           # value name -> (the ONNX node that makes it, its readers)
+        self.quantized_consts: dict = {}  # id(value) -> (value, q, scale, zp, axis) (onnx_qdq.py)
 
     # ------------------------------------------------------------------ driver
     def run(self) -> Graph:
@@ -147,6 +150,8 @@ class _Importer:
         if not tainted and all(v is None or v.is_const for v in ins):
             outs = self.fold(node, handler, label, ins, attrs)
             if outs is not None:
+                if op == "DequantizeLinear":  # a quantized weight: its integers kept aside
+                    remember_weight(self, ins, attrs, outs[0])
                 return self.bind(node, outs)
         if handler is None:
             self.problems.add(op, label)
@@ -247,6 +252,18 @@ class _Importer:
             except Exception:  # noqa: BLE001 - inference is a help, not a need
                 pass
         return self._types.get(name, (None, None))
+
+    def uses(self, name: str):
+        """(the ONNX node that makes value `name` or None, how many nodes and graph outputs
+        read it): what a QDQ group that ONNX Runtime fuses must look like (onnx_quant.py)."""
+        if self._uses is None:
+            made = {o: n for n in self.graph.node for o in n.output if o}
+            reads: dict = {}
+            for i in [i for n in self.graph.node for i in n.input] + \
+                    [o.name for o in self.graph.output]:
+                reads[i] = reads.get(i, 0) + 1
+            self._uses = made, reads
+        return self._uses[0].get(name), self._uses[1].get(name, 0)
 
     def declare(self, name: str, elem_type: int) -> None:
         """The element type of a value that its translation knows and ONNX's shape inference

@@ -8,12 +8,17 @@ import numpy as np
 
 from .common import ImportError_
 from .onnx_ops import HANDLERS, _axes_of, _expand_to, _on, _opt, _slice_axis
+from .onnx_qdq import integer_conv, integer_matmul
 
 
 # ------------------------------------------------------------------ linear algebra, convolution
 @_on("MatMul")
 def _matmul(imp, name, ins, at):
     a, b = ins
+    y = integer_matmul(imp, name, a, b, lambda x, w: imp.e.matmul(x, w, name + "_acc",
+                                                                   emit=imp.op))
+    if y is not None:  # a QDQ model's product of dequantized values, in integers
+        return y
     if len(b.shape) >= 3 and len(a.shape) >= 2 and a.shape[:-2] != b.shape[:-2]:
         lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])  # broadcast batch dimensions
         a = _expand_to(imp, name + "_a", a, lead + a.shape[-2:])
@@ -86,9 +91,13 @@ def _permute(imp, name, v, have: str, want: str):
 @_on("Gemm")
 def _gemm(imp, name, ins, at):
     a, b, c = ins[0], ins[1], _opt(ins, 2)
-    if at.get("transA", 0):
-        a = imp.op("transpose", a, name=name + "_ta", perm=(1, 0))
-    y = imp.op("matmul", a, b, name=name, transpose_b=bool(at.get("transB", 0)))
+    tb = bool(at.get("transB", 0))
+    y = None if at.get("transA", 0) else integer_matmul(
+        imp, name, a, b, lambda x, w: imp.op("matmul", x, w, name=name + "_acc"), tb)
+    if y is None:
+        if at.get("transA", 0):
+            a = imp.op("transpose", a, name=name + "_ta", perm=(1, 0))
+        y = imp.op("matmul", a, b, name=name, transpose_b=tb)
     alpha, beta = at.get("alpha", 1.0), at.get("beta", 1.0)
     if alpha != 1.0:
         y = imp.op("mul", y, name=name + "_alpha", scalar=float(alpha))
@@ -133,6 +142,9 @@ def _from_2d(imp, name, y, nd):
 
 @_on("Conv")
 def _conv(imp, name, ins, at):
+    y = integer_conv(imp, name, ins, at, _conv)
+    if y is not None:  # a QDQ model's convolution of dequantized values, in integers
+        return y
     x, w, b = ins[0], ins[1], _opt(ins, 2)
     nd = len(w.shape) - 2
     ones = [1] * nd

@@ -9,7 +9,8 @@ layer_norm, linear, conv, hardswish, ...). Parameters, buffers and every node wh
 are all constants (masks, position ids, shape arithmetic) are evaluated by torch at import
 and become constants. Int64 tensors become int32. An unsupported model raises one
 `UnsupportedOperators` naming every operator it lacks. The translations live in
-torch_ops.py (elementwise, reductions), torch_nn.py and torch_shape.py.
+torch_ops.py (elementwise, reductions), torch_nn.py, torch_shape.py and torch_quant.py (the
+quantize / dequantize operators of a PT2E-quantized model).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import numpy as np
 from ..graph.ir import Graph, GraphError, Value
 from ..graph.simplify import fold_conv_affine
 from .common import Emitter, ImportError_, ProblemCollector
-from . import torch_nn, torch_shape  # noqa: F401  (registration)
+from . import torch_nn, torch_quant, torch_shape  # noqa: F401  (registration)
 from .torch_ops import HANDLERS, SKIP, graph_dtype
 
 # CompositeImplicit operators kept whole rather than decomposed: the graph has them (or
@@ -110,9 +111,11 @@ def _dynamic(v) -> bool:
 
 
 class TorchEmitter(Emitter):
-    """The Emitter the handlers get: `node` is the FX node being translated."""
+    """The Emitter the handlers get: `node` is the FX node being translated; `value_of(a)` is
+    an FX argument (of another node) as the handlers get theirs."""
 
     node = None
+    value_of = None
 
     @property
     def out_shape(self) -> tuple:
@@ -133,6 +136,7 @@ class _Importer:
         self.ep = ep
         self.name = name
         self.e = TorchEmitter(name)
+        self.e.value_of = self.arg
         self.env: dict = {}      # node name -> Value | torch.Tensor (a constant) | Python value
         self.values: dict = {}   # node name -> the graph constant made of a torch constant
         self.problems = ProblemCollector()

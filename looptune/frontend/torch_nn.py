@@ -8,11 +8,19 @@ import numpy as np
 
 from .common import ImportError_
 from .torch_ops import expand_to, on, pair
+from .torch_quant import int8_conv, int8_linear
 
 
 # ---------------------------------------------------------------------- convolution
 @on("conv2d.default", "conv2d.padding", "conv1d.default", "conv1d.padding")
 def _conv(e, name, x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    attrs = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    quantized = int8_conv(e, name, b, conv, **attrs)  # dequantized operands: int32
+    return quantized if quantized is not None else conv(e, name, x, w, b, **attrs)
+
+
+def conv(e, name, x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """A 1-D or 2-D convolution (torch's arguments), its bias added after it."""
     one_d = len(x.shape) == 3
     if one_d:  # (N, C, L) as (N, C, 1, L)
         x = e.reshape(x, x.shape[:2] + (1,) + x.shape[2:])
@@ -159,6 +167,9 @@ def _adaptive(e, name, x, output_size):
 # ---------------------------------------------------------------------- matmul
 @on("linear.default")
 def _linear(e, name, x, w, b=None):
+    quantized = int8_linear(e, name, x, b)  # dequantized operands: an int32 matmul
+    if quantized is not None:
+        return quantized
     lead = x.shape[:-1]
     x2 = e.reshape(x, (int(np.prod(lead)), x.shape[-1]))
     y = e.op("matmul", x2, w, name=name, transpose_b=True)

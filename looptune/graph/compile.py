@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-
 from ..target import Target
 from ..tune.database.base import Database
-from .ir import Graph, GraphError
+from .ir import Graph
 from .planner import plan_model
 
 
@@ -37,19 +35,22 @@ def compile_model(graph: Graph, database: Database | None = None, target="cpu", 
     kernel uses (default: the records', else all cores). On a cuda target the result is a
     CudaModel (model_cuda.py), which needs an NVIDIA GPU.
 
-    `precision` "bf16": matmuls with constant weights in bfloat16, summed in float32
-    (graph/precision.py). A lower precision is never silent: with `calibration` (a list of
-    input tuples) the compiled model runs them, its outputs are compared with the float32
-    graph's, and the report is printed and kept as `compiled.accuracy`."""
+    `precision` "bf16": matmuls with constant weights in bfloat16, summed in float32; "int8":
+    matmuls and convolutions with constant weights in int8, activation ranges calibrated on
+    `calibration`; "int8-dynamic": matmuls with constant weights in int8, activation ranges
+    computed per call (graph/precision.py, graph/quantize.py). A lower precision is never
+    silent: with `calibration` (a list of input tuples) the compiled model runs them, its
+    outputs are compared with the float32 graph's, and the report is printed and kept as
+    `compiled.accuracy`."""
     if not isinstance(graph, Graph):
         raise TypeError(f"compile_model needs a looptune Graph, got {type(graph).__name__}")
     target = Target.create(target)
     if database is not None and not isinstance(database, Database):
         from ..tune.database.work_dir import open_work_dir
         database = open_work_dir(database)  # a mistyped path is an error, not "untuned"
-    from .precision import lower_precision
-    model = lower_precision(graph, precision)
-    calibration = _calibration(graph, calibration)
+    from .precision import calibration_sets, lower_precision
+    calibration = calibration_sets(graph, calibration)
+    model = lower_precision(graph, precision, calibration=calibration or None)
     plan = plan_model(model, database, target, check=check, num_threads=num_threads)
     compiled = MODEL_BUILDERS[target.kind](plan, num_threads)
     compiled.precision = precision
@@ -63,33 +64,6 @@ def compile_model(graph: Graph, database: Database | None = None, target="cpu", 
         compiled.accuracy = accuracy(reference, got)
         print(report(precision, compiled.accuracy, len(calibration)))
     return compiled
-
-
-def _calibration(graph: Graph, calibration) -> list:
-    """The calibration inputs as a list of tuples of arrays, checked against the graph's
-    inputs: a clear error naming the input that does not fit."""
-    if calibration is None:
-        return []
-    sets = list(calibration)
-    if not sets:
-        raise GraphError("calibration is empty: give a list of input tuples (one tuple per "
-                         "example, one array per model input), or leave it out")
-    out = []
-    for k, inputs in enumerate(sets):
-        inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
-        if len(inputs) != len(graph.inputs):
-            raise GraphError(f"calibration example {k} has {len(inputs)} arrays; the model "
-                             f"takes {len(graph.inputs)} ({', '.join(v.name for v in graph.inputs)})")
-        for v, a in zip(graph.inputs, inputs):
-            a = np.asarray(a)
-            if a.shape != tuple(v.shape):
-                raise GraphError(f"calibration example {k}: input {v.name} must have shape "
-                                 f"{tuple(v.shape)}, got {a.shape}")
-            if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
-                raise GraphError(f"calibration example {k}: input {v.name} holds NaN or "
-                                 "infinity; calibrate on finite data")
-        out.append(inputs)
-    return out
 
 
 def describe(desc: dict) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 
 from .ir import Graph, GraphBuilder
 from .op import get_graph_op
-from .op.nn import TO_NCHW, TO_NHWC
+from .op.nn import CHANNELS_LAST_WEIGHTS, TO_NCHW, TO_NHWC
 
 POOLS = ("max_pool2d", "avg_pool2d")
 REDUCTIONS = ("mean", "sum", "max")
@@ -24,7 +24,7 @@ NHWC_AXIS = {0: 0, 1: 3, 2: 1, 3: 2}  # an NCHW axis's position in NHWC
 
 
 def _channels_last_conv(node) -> bool:
-    return node.op == "conv2d" and node.attrs.get("weight_layout") == "CRSK" \
+    return node.op == "conv2d" and node.attrs.get("weight_layout") in CHANNELS_LAST_WEIGHTS \
         and node.attrs.get("layout", "NCHW") == "NCHW" and node.inputs[1].is_const
 
 

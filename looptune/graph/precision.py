@@ -9,6 +9,11 @@ else (softmax, normalizations, residual adds, activations) computes in float32. 
 with AMX-BF16 or AVX512-BF16 the search and the default schedule compute these matmuls with
 those units (tune/schedule_rule/multi_level_tiling_intrin.py, dlight/cpu_intrin.py).
 
+`precision="int8"` and `"int8-dynamic"`: constant-weight matmuls (and, statically, convolutions)
+computed in int8 on the CPU's u8 x s8 units: graph/quantize.py. "int8" quantizes activations
+with per-tensor ranges calibrated on the calibration inputs, which it needs; "int8-dynamic"
+quantizes only the linear layers, with each call's own range (a transformer's), and needs none.
+
 `accuracy(reference_outputs, outputs)`: what the lower precision costs on given inputs (the
 report every low-precision compile prints): the largest error relative to each output's
 range, and for a classifier's (batch, classes) output the share of inputs whose top class is
@@ -20,7 +25,7 @@ import numpy as np
 
 from .ir import Graph, GraphError, rebuild
 
-PRECISIONS = ("float32", "bf16")
+PRECISIONS = ("float32", "bf16", "int8", "int8-dynamic")
 
 
 def to_bfloat16(graph: Graph) -> Graph:
@@ -45,13 +50,52 @@ def to_bfloat16(graph: Graph) -> Graph:
     return rebuild(graph, rewrite)
 
 
-def lower_precision(graph: Graph, precision: str) -> Graph:
-    """`graph` in `precision` ("float32": itself; "bf16": to_bfloat16)."""
+def lower_precision(graph: Graph, precision: str, *, calibration=None) -> Graph:
+    """`graph` in `precision` ("float32": itself; "bf16": to_bfloat16; "int8": quantize_static
+    on `calibration`, a list of input tuples; "int8-dynamic": quantize_dynamic)."""
     if precision == "float32":
         return graph
     if precision == "bf16":
         return to_bfloat16(graph)
+    if precision == "int8":
+        if calibration is None:
+            raise GraphError("precision='int8' quantizes activations with ranges calibrated on "
+                             "example inputs: give calibration=[(x, ...), ...] (on the command "
+                             "line --calibration NPZ), or use precision='int8-dynamic', which "
+                             "needs none")
+        from .quantize import quantize_static
+        return quantize_static(graph, calibration_sets(graph, calibration))
+    if precision == "int8-dynamic":
+        from .quantize import quantize_dynamic
+        return quantize_dynamic(graph)
     raise GraphError(f"unknown precision {precision!r}; use one of {', '.join(PRECISIONS)}")
+
+
+def calibration_sets(graph: Graph, calibration) -> list:
+    """The calibration inputs as a list of tuples of arrays, checked against the graph's
+    inputs: a clear error naming the input that does not fit."""
+    if calibration is None:
+        return []
+    sets = list(calibration)
+    if not sets:
+        raise GraphError("calibration is empty: give a list of input tuples (one tuple per "
+                         "example, one array per model input), or leave it out")
+    out = []
+    for k, inputs in enumerate(sets):
+        inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+        if len(inputs) != len(graph.inputs):
+            raise GraphError(f"calibration example {k} has {len(inputs)} arrays; the model "
+                             f"takes {len(graph.inputs)} ({', '.join(v.name for v in graph.inputs)})")
+        for v, a in zip(graph.inputs, inputs):
+            a = np.asarray(a)
+            if a.shape != tuple(v.shape):
+                raise GraphError(f"calibration example {k}: input {v.name} must have shape "
+                                 f"{tuple(v.shape)}, got {a.shape}")
+            if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+                raise GraphError(f"calibration example {k}: input {v.name} holds NaN or "
+                                 "infinity; calibrate on finite data")
+        out.append(inputs)
+    return out
 
 
 def accuracy(reference: list, outputs: list) -> dict:

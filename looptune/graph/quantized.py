@@ -24,6 +24,7 @@ import numpy as np
 from .ir import Graph, rebuild
 
 VIEWS = ("reshape",)
+FLOAT_EXACT = 2 ** 24  # float32 holds every integer up to this exactly
 
 
 def _range_of(v) -> tuple | None:
@@ -64,12 +65,17 @@ def _shifted(a):
     return a, 0, views[::-1]
 
 
-def int8_matmuls(graph: Graph) -> Graph:
-    """The graph with its int32 matmuls of 8-bit operands on u8 x s8 (module docstring)."""
+def int8_products(graph: Graph) -> Graph:
+    """The graph with its int32 matmuls and convolutions of 8-bit operands on u8 x s8
+    (module docstring)."""
     def rewrite(g, node, get):
-        if node.op == "matmul" and node.output.dtype == "int32" and not node.attrs.get(
-                "transpose_a"):
+        if node.output.dtype != "int32":
+            return None
+        if node.op == "matmul" and not node.attrs.get("transpose_a"):
             return _rewrite(g, node, get)
+        if node.op == "conv2d" and node.attrs.get("weight_layout", "KCRS") == "KCRS" \
+                and node.attrs.get("layout", "NCHW") == "NCHW" and len(node.inputs) == 2:
+            return _rewrite_conv(g, node, get)
         return None
     return rebuild(graph, rewrite)
 
@@ -78,32 +84,85 @@ def _int(g, name, value):
     return g.const(name, np.array([value], np.int32))  # int32 arithmetic stays int32
 
 
-def _rewrite(g, node, get):
-    a, b = node.inputs
-    if not b.is_const or b.data.ndim != 2:
+def _int8_weight(b):
+    """A constant integer weight's values as int8, or None when they do not fit."""
+    if not b.is_const:
         return None
     w = np.asarray(b.data)
-    if not np.issubdtype(w.dtype, np.integer) or w.min() < -128 or w.max() > 127:
+    if not np.issubdtype(w.dtype, np.integer) or w.size == 0 or w.min() < -128 \
+            or w.max() > 127:
         return None
-    found = _shifted(a)
-    if found is None:
-        return None
-    q, zp, views = found
+    return w.astype(np.int8)
+
+
+def _offset(q):
+    """0 for a uint8-ranged q, 128 for an int8-ranged one, None for another or unknown."""
     rng = _range_of(q)
     if rng is None:
         return None
     if rng[0] >= 0 and rng[1] <= 255:
-        off = 0
-    elif rng[0] >= -128 and rng[1] <= 127:
-        off = 128
-    else:
-        return None
-    w8 = np.ascontiguousarray(w if node.attrs.get("transpose_b") else w.T).astype(np.int8)
-    name = node.name
-    x = get(q)
+        return 0
+    if rng[0] >= -128 and rng[1] <= 127:
+        return 128
+    return None
+
+
+def _as_u8(g, name, x, off):
     if off:
         x = g.op("add", x, _int(g, name + "_offset", off), name=name + "_u8_offset")
-    x = g.op("cast", x, name=name + "_u8", dtype="uint8")
+    return g.op("cast", x, name=name + "_u8", dtype="uint8")
+
+
+def _rewrite_conv(g, node, get):
+    """conv(q - zp, w) == conv(u8(q + off) padded with zp + off, s8(w)) - (zp + off) *
+    sum(w[k]): the padding holds the shifted zero point, so a padded position contributes
+    (zp + off) * w there as every other position's compensation assumes; one constant per
+    output channel. A zero point computed at run time is left to the int32 kernel."""
+    a, b = node.inputs
+    w8 = _int8_weight(b)
+    found = _shifted(a)
+    if w8 is None or w8.ndim != 4 or found is None or found[2] or not isinstance(found[1], int):
+        return None
+    q, zp, _ = found
+    off = _offset(q)
+    if off is None:
+        return None
+    name, shift = node.name, off + zp
+    if w8.shape[1] % 4 and w8[0].size * 255 * 128 <= FLOAT_EXACT:
+        # no unit takes it (the first layer's 3 channels, a depthwise filter): summed in
+        # float32, exact below 2**24, by the float kernels
+        x = g.op("cast", get(a), name=name + "_f32", dtype="float32")
+        acc = g.op("conv2d", x, g.const(name + "_f32w", w8.astype(np.float32)), name=name,
+                   **node.attrs)
+        return g.op("cast", acc, name=name + "_int", dtype="int32")
+    x = _as_u8(g, name, get(q), off)
+    padding = node.attrs.get("padding", 0)
+    attrs = dict(node.attrs)
+    if shift and (padding if isinstance(padding, int) else any(padding)):
+        attrs["pad_value"] = shift
+    acc = g.op("conv2d", x, g.const(name + "_s8", w8), name=name, **attrs)
+    per_k = w8.astype(np.int64).sum(axis=(1, 2, 3))  # over each filter's window and channels
+    comp = shift * per_k
+    if not np.any(comp):
+        return acc
+    return g.op("sub", acc, g.const(name + "_compensation",
+                                     comp.astype(np.int32).reshape(1, -1, 1, 1)),
+                name=name + "_compensated")
+
+
+def _rewrite(g, node, get):
+    a, b = node.inputs
+    w = _int8_weight(b)
+    found = _shifted(a)
+    if w is None or w.ndim != 2 or found is None:
+        return None
+    q, zp, views = found
+    off = _offset(q)
+    if off is None:
+        return None
+    w8 = np.ascontiguousarray(w if node.attrs.get("transpose_b") else w.T)
+    name = node.name
+    x = _as_u8(g, name, get(q), off)
     for view in views:
         x = g.op(view.op, x, name=view.name + "_u8", **view.attrs)
     acc = g.op("matmul", x, g.const(name + "_s8", w8), name=name, transpose_b=True)

@@ -21,7 +21,7 @@ def select_tasks(tasks: list, op_names) -> list:
 def tune_model(graph: Graph, target="cpu", work_dir=None, *, max_trials_global: int,
                op_names=None, num_trials_per_iter: int = 64, task_scheduler="gradient",
                num_threads: int | None = None, evaluator=None, precision: str = "float32",
-               **kwargs):
+               calibration=None, **kwargs):
     """Tune every task of `graph` (or those whose names contain one of `op_names`) with the
     gradient task scheduler, each task weighted by how often the model runs it. Records go to
     `work_dir`'s database (or `database=`); running again resumes. Returns the database.
@@ -34,13 +34,14 @@ def tune_model(graph: Graph, target="cpu", work_dir=None, *, max_trials_global: 
 
     Kernels are timed in the cache state they run in (model_evaluator): `evaluator` (an
     EvaluatorConfig) overrides that, `num_threads` sets the threads of the default one.
-    `precision`: the one compile_model will be given ("bf16": graph/precision.py), so that
-    the tasks tuned are the ones it compiles."""
+    `precision` and `calibration`: those compile_model will be given ("bf16", "int8",
+    "int8-dynamic": graph/precision.py), so that the tasks tuned are the ones it compiles."""
     if not isinstance(graph, Graph):
         raise TypeError(f"tune_model needs a looptune Graph (from_torch, from_onnx or "
                         f"GraphBuilder), got {type(graph).__name__}")
-    from .precision import lower_precision
-    graph = lower_precision(graph, precision)
+    from .precision import calibration_sets, lower_precision
+    calibration = calibration_sets(graph, calibration) or None
+    graph = lower_precision(graph, precision, calibration=calibration)
     tasks = select_tasks(extract_tasks(graph, target), op_names)
     funcs = {t.task_name: t.func for t in tasks}
     if evaluator is None:

@@ -28,6 +28,10 @@ CFLAGS = (
     "-std=gnu11",            # C11 plus GCC vector extensions
     "-ffp-contract=fast",    # fuse a*b+c into FMA instructions
     "-fno-math-errno",       # math intrinsics need not set errno (lets them vectorize)
+    "-fno-trapping-math",    # no code reads floating-point exception flags: a NaN-aware
+                             # clip of a rounded value may then be if-converted and
+                             # vectorized (a quantizing epilogue ran 7x faster); results
+                             # and NaN semantics are unchanged
 )
 
 

@@ -75,10 +75,29 @@ def _conv_attrs(attrs):
             int(attrs.get("groups", 1)))
 
 
+def _pad_value(attrs, X, node):
+    """conv2d's `pad_value`: what the padding holds (0 unless said), an integer for 8-bit
+    inputs only: a quantized input padded with its zero point (graph.quantized)."""
+    value = attrs.get("pad_value", 0)
+    if value and X.dtype not in ("uint8", "int8"):
+        raise GraphError(f"node {node} (conv2d): pad_value is for 8-bit inputs (a quantized "
+                         f"convolution's zero point), got it with {X.dtype}")
+    if value:
+        info = np.iinfo(X.dtype)
+        if not (float(value).is_integer() and info.min <= value <= info.max):
+            raise GraphError(f"node {node} (conv2d): pad_value {value!r} is not a {X.dtype} value")
+    return int(value)
+
+
 # conv2d's `layout`: the input's and the output's. "NHWC" keeps activations channels-last
 # from one convolution to the next (graph.layout.channels_last); "NCHW-NHWC" starts there.
 CONV_LAYOUTS = ("NCHW", "NHWC", "NCHW-NHWC")
 TO_NHWC, TO_NCHW = (0, 2, 3, 1), (0, 3, 1, 2)
+# conv2d's `weight_layout`s, each as the permutation that makes it (K, C/groups, R, S); the
+# channels-last ones: CRSK (output channels contiguous: a float kernel vectorizes over them)
+# and RSKC (input channels contiguous: an int8 unit's groups of 4 along the reduction)
+TO_KCRS = {"KCRS": (0, 1, 2, 3), "CRSK": (3, 0, 1, 2), "RSKC": (2, 3, 0, 1)}
+CHANNELS_LAST_WEIGHTS = ("CRSK", "RSKC")
 
 
 def _conv_ref(a, attrs):
@@ -91,9 +110,13 @@ def _conv_ref(a, attrs):
 
 
 def _conv_ref_nchw(x, w, attrs):
-    if attrs.get("weight_layout", "KCRS") == "CRSK":
-        w = np.ascontiguousarray(np.transpose(w, (3, 0, 1, 2)))
+    w = np.ascontiguousarray(np.transpose(w, TO_KCRS[attrs.get("weight_layout", "KCRS")]))
     stride, padding, dilation, groups = _conv_attrs(attrs)
+    if str(x.dtype) in ACCUMULATE:  # 8-bit operands, an int32 sum; padded with pad_value
+        ph, pw = (padding, padding) if isinstance(padding, int) else padding
+        x = np.pad(x.astype(np.int32), ((0, 0), (0, 0), (ph, ph), (pw, pw)),
+                   constant_values=int(attrs.get("pad_value", 0)))
+        w, padding = w.astype(np.int32), 0
     if groups == 1:
         return R.conv2d_nchw(x, w, stride, padding, dilation)
     C, K = x.shape[1], w.shape[0]
@@ -104,7 +127,8 @@ def _conv_ref_nchw(x, w, attrs):
 
 
 @graph_op("conv2d", "anchor",
-          attrs=("stride", "padding", "dilation", "groups", "weight_layout", "layout"),
+          attrs=("stride", "padding", "dilation", "groups", "weight_layout", "layout",
+                 "pad_value"),
           ref=_conv_ref)
 def conv2d(inputs, attrs, node):
     """NCHW input, (K, C/groups, R, S) weight, as PyTorch; groups == C is depthwise.
@@ -123,15 +147,18 @@ def conv2d(inputs, attrs, node):
     stride, padding, dilation, groups = _conv_attrs(attrs)
     layout = attrs.get("weight_layout", "KCRS")
     data_layout = attrs.get("layout", "NCHW")
-    if layout not in ("KCRS", "CRSK"):
-        raise GraphError(f"node {node} (conv2d): weight_layout must be KCRS or CRSK, got "
-                         f"{layout!r}")
-    if data_layout not in CONV_LAYOUTS or (data_layout != "NCHW" and layout != "CRSK"):
+    if layout not in TO_KCRS:
+        raise GraphError(f"node {node} (conv2d): weight_layout must be one of "
+                         f"{', '.join(TO_KCRS)}, got {layout!r}")
+    if data_layout not in CONV_LAYOUTS or (data_layout != "NCHW"
+                                           and layout not in CHANNELS_LAST_WEIGHTS):
         raise GraphError(f"node {node} (conv2d): layout must be one of {CONV_LAYOUTS}, and "
-                         f"anything but NCHW needs weight_layout CRSK; got {data_layout!r} "
-                         f"with {layout}")
-    if layout == "CRSK":
-        return _conv_channels_last(X, W, stride, padding, dilation, groups, node, data_layout)
+                         f"anything but NCHW needs weight_layout CRSK or RSKC; got "
+                         f"{data_layout!r} with {layout}")
+    pad_value = _pad_value(attrs, X, node)
+    if layout in CHANNELS_LAST_WEIGHTS:
+        return _conv_channels_last(X, W, stride, padding, dilation, groups, node, data_layout,
+                                   pad_value, layout)
     if X.ndim != 4 or W.ndim != 4:
         raise GraphError(f"node {node} (conv2d): needs a 4-D input (N, C, H, W) and weight "
                          f"(K, C/groups, R, S), got {X.shape} and {W.shape}")
@@ -140,7 +167,8 @@ def conv2d(inputs, attrs, node):
         raise GraphError(f"node {node} (conv2d): groups={groups} does not fit {C} input and {K} "
                          f"output channels with a weight of shape {W.shape} (it needs "
                          f"C/groups = {W.shape[1]} input channels per filter)")
-    if groups == 1:
+    out = ACCUMULATE.get(X.dtype)
+    if groups == 1 and out is None:
         return ops.conv2d_nchw(X, W, stride, padding, dilation, name=node)
     from ...te.ops._common import pair, window_out
     (sh, sw), (ph, pw), (dh, dw) = (pair(node, "stride", stride, 1),
@@ -149,27 +177,32 @@ def conv2d(inputs, attrs, node):
     Rk, Sk = W.shape[2], W.shape[3]
     OH = window_out(node, X.shape[2], Rk, sh, ph, dh, "height")
     OW = window_out(node, X.shape[3], Sk, sw, pw, dw, "width")
-    P = ops.pad(X, (0, 0, ph, pw), name="pad") if ph or pw else X
+    P = ops.pad(X, (0, 0, ph, pw), value=pad_value or 0.0, name="pad") if ph or pw else X
     cg, kg = C // groups, K // groups
     rr, rs = te.reduce_axis(Rk, "rr"), te.reduce_axis(Sk, "rs")
+
+    def widen(v): return v if out is None else v.astype(out)
     if cg == 1:  # depthwise (channel multiplier kg)
         return te.compute(
             (X.shape[0], K, OH, OW),
-            lambda n, k, y, x: te.sum(P[n, k // kg, y * sh + rr * dh, x * sw + rs * dw]
-                                      * W[k, 0, rr, rs], axis=[rr, rs]),
+            lambda n, k, y, x: te.sum(widen(P[n, k // kg, y * sh + rr * dh, x * sw + rs * dw])
+                                      * widen(W[k, 0, rr, rs]), axis=[rr, rs]),
             name=node, tag="depthwise_conv2d_nchw")
     rc = te.reduce_axis(cg, "rc")
     return te.compute(
         (X.shape[0], K, OH, OW),
-        lambda n, k, y, x: te.sum(P[n, (k // kg) * cg + rc, y * sh + rr * dh, x * sw + rs * dw]
-                                  * W[k, rc, rr, rs], axis=[rc, rr, rs]),
-        name=node, tag="group_conv2d_nchw")
+        lambda n, k, y, x: te.sum(
+            widen(P[n, (k // kg) * cg + rc, y * sh + rr * dh, x * sw + rs * dw])
+            * widen(W[k, rc, rr, rs]), axis=[rc, rr, rs]),
+        name=node, tag="group_conv2d_nchw" if groups > 1 else "conv2d_nchw")
 
 
-def _conv_channels_last(X, W, stride, padding, dilation, groups, node, layout):
-    """The convolution computed channels-last from a (C/groups, R, S, K) weight: output
-    channel k reads input channels (k // (K/groups)) * C/groups + rc, so a depthwise one
-    (C/groups = 1) reads its own channel and vectorizes over channels like any other."""
+def _conv_channels_last(X, W, stride, padding, dilation, groups, node, layout, pad_value=0,
+                        weight_layout="CRSK"):
+    """The convolution computed channels-last from a (C/groups, R, S, K) weight (or an (R, S,
+    K, C/groups) one): output channel k reads input channels (k // (K/groups)) * C/groups +
+    rc, so a depthwise one (C/groups = 1) reads its own channel and vectorizes over channels
+    like any other."""
     from ...te.ops._common import pair, window_out
     (sh, sw), (ph, pw), (dh, dw) = (pair(node, "stride", stride, 1),
                                     pair(node, "padding", padding, 0),
@@ -177,12 +210,14 @@ def _conv_channels_last(X, W, stride, padding, dilation, groups, node, layout):
     h = 1 if layout == "NHWC" else 2  # the input's height axis
     c = 3 if layout == "NHWC" else 1
     C = X.shape[c] if X.ndim == 4 else None
-    if X.ndim != 4 or W.ndim != 4 or groups < 1 or C % groups or W.shape[3] % groups \
-            or W.shape[0] * groups != C:
-        raise GraphError(f"node {node} (conv2d): a CRSK weight must be (C/groups, R, S, K) with "
+    crsk = weight_layout == "CRSK"
+    cg, Rk, Sk, K = W.shape if crsk or W.ndim != 4 else (W.shape[3], *W.shape[:3])
+    if X.ndim != 4 or W.ndim != 4 or groups < 1 or C % groups or K % groups \
+            or cg * groups != C:
+        raise GraphError(f"node {node} (conv2d): a {weight_layout} weight must be "
+                         f"{'(C/groups, R, S, K)' if crsk else '(R, S, K, C/groups)'} with "
                          f"C = {C if C is not None else '?'} input channels and groups={groups} "
                          f"dividing C and K, got {W.shape}")
-    cg, Rk, Sk, K = W.shape
     kg = K // groups
     OH = window_out(node, X.shape[h], Rk, sh, ph, dh, "height")
     OW = window_out(node, X.shape[h + 1], Sk, sw, pw, dw, "width")
@@ -196,20 +231,25 @@ def _conv_channels_last(X, W, stride, padding, dilation, groups, node, layout):
         group = k if kg == 1 else k // kg
         return group if rc is None else group * cg + rc
 
+    out = ACCUMULATE.get(X.dtype)  # 8-bit operands: widened, summed in int32
+
+    def widen(v): return v if out is None else v.astype(out)
+
     def weight(k):
-        return W[0 if rc is None else rc, rr, rs, k]
+        c = 0 if rc is None else rc
+        return widen(W[c, rr, rs, k] if crsk else W[rr, rs, k, c])
 
     if layout == "NHWC":
-        P = ops.pad(X, (0, ph, pw, 0), name="pad") if ph or pw else X
+        P = ops.pad(X, (0, ph, pw, 0), value=pad_value or 0.0, name="pad") if ph or pw else X
         return te.compute(
             (X.shape[0], OH, OW, K),
-            lambda n, y, x, k: te.sum(P[n, y * sh + rr * dh, x * sw + rs * dw, channel(k)]
+            lambda n, y, x, k: te.sum(widen(P[n, y * sh + rr * dh, x * sw + rs * dw, channel(k)])
                                       * weight(k), axis=axes),
             name=node, tag="conv2d_nhwc")
-    P = ops.pad(X, (0, 0, ph, pw), name="pad") if ph or pw else X
+    P = ops.pad(X, (0, 0, ph, pw), value=pad_value or 0.0, name="pad") if ph or pw else X
     nhwc = te.compute(
         (X.shape[0], OH, OW, K),
-        lambda n, y, x, k: te.sum(P[n, channel(k), y * sh + rr * dh, x * sw + rs * dw]
+        lambda n, y, x, k: te.sum(widen(P[n, channel(k), y * sh + rr * dh, x * sw + rs * dw])
                                   * weight(k), axis=axes),
         name=node + "_nhwc" if layout == "NCHW" else node, tag="conv2d_nhwc")
     if layout == "NCHW-NHWC":
