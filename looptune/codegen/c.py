@@ -271,6 +271,18 @@ static inline int omp_get_max_threads(void) { return 1; }
                            f"({m})((a {cmp} b){nan}); return ({t})((k & ({m})a) | "
                            f"(~k & ({m})b)); }}")
             return out
+        if kind == "minmax" and dt.is_float(d):  # NaN wins, as numpy's; a bit select on
+            # the comparisons' mask rather than `a < b || a != a ? a : b`, whose branch GCC
+            # vectorizes only by if-conversion (off in kernels with guarded loads)
+            t, bits = self.type_name(d), dt.bits(d)
+            i = f"int{bits}_t"
+            out = []
+            for fn, cmp in (("min", "<"), ("max", ">")):
+                out.append(f"static inline {t} lt_{fn}_{d}({t} a, {t} b) {{ {i} k = -({i})"
+                           f"((a {cmp} b) | (a != a)), x, y; memcpy(&x, &a, {bits // 8}); "
+                           f"memcpy(&y, &b, {bits // 8}); x = (x & k) | (y & ~k); "
+                           f"memcpy(&a, &x, {bits // 8}); return a; }}")
+            return out
         if kind == "load2":
             t = f"lt_{d}"
             n, ct = dt.lanes(d), dt.c_type(dt.element(d))
