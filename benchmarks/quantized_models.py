@@ -98,11 +98,15 @@ def main():
     p.add_argument("--json")
     args = p.parse_args()
     print(f"CPU: {_common.cpu_name()}")
-    rows = []
+    rows, failed = [], []
     with tempfile.TemporaryDirectory(prefix="looptune-quantized-") as work:
         for name in args.models:
-            rows.append(bench(name, Path(work), args.rounds, args.threads))
-    ratios = [r["int8_vs_ort_int8"] for r in rows]
+            try:
+                rows.append(bench(name, Path(work), args.rounds, args.threads))
+            except Exception as e:  # noqa: BLE001 - reported in the table, the others go on
+                print(f"{name}: {type(e).__name__}: {str(e)[:300]}")
+                failed.append({"model": name, "error": f"{type(e).__name__}: {e}"[:1000]})
+    ratios = [r["int8_vs_ort_int8"] for r in rows] or [float("nan")]
     geomean = float(np.exp(np.mean(np.log(ratios))))
     _common.print_table(f"ONNX Runtime-quantized models, untuned, {args.threads} thread(s)", rows, [
         ("model", "model"), ("quantization", "quantized"), ("ort_fp32_ms", "ORT fp32 ms", "{:.2f}"),
@@ -113,7 +117,7 @@ def main():
         ("int8_err_vs_ort", "max diff / range", "{:.1e}")])
     print(f"geometric mean, int8 vs ONNX Runtime int8: {geomean:.2f}x")
     _common.write_json(args.json, {"cpu": _common.cpu_name(), "rows": rows,
-                                   "geomean_int8_vs_ort_int8": geomean,
+                                   "geomean_int8_vs_ort_int8": geomean, "failed": failed,
                                    "command": " ".join(sys.argv)})
 
 

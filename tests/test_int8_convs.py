@@ -144,3 +144,46 @@ def test_only_kernels_with_guarded_loads_get_the_compiler_workaround():
     workaround = set(workaround_flags(cc()))
     assert workaround <= set(backend.flags(guarded_loads=True))
     assert not workaround & set(backend.flags(guarded_loads=False)) or not workaround
+
+
+@pytest.mark.cc
+def test_on_an_avx2_machine_a_quantized_cnn_runs_exactly_with_no_wider_instruction(monkeypatch):
+    """LOOPTUNE_HOST_ISA=avx2 stands in for a CPU without VNNI, BF16 or AMX: the int8
+    convolutions take the exact AVX2 unit (vpmaddwd) and the model's code has no 512-bit
+    register, no VNNI and no AMX instruction."""
+    import shutil
+    import subprocess
+    from looptune.target import host
+    from looptune.target.target import detected
+    if not (detected().has("avx2") and detected().has("fma")):
+        pytest.skip("narrowing to AVX2 needs a machine with AVX2 and FMA")
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        pytest.skip("no objdump to read the object code")
+    monkeypatch.setenv("LOOPTUNE_HOST_ISA", "avx2")
+    host.cache_clear()
+    try:
+        g = GraphBuilder("avx2")
+        x = g.input("x", (1, 8, 10, 10), "float32")
+        v = x
+        for name, C, K in (("a", 8, 16), ("b", 16, 16)):
+            q = g.op("cast", g.op("clip", g.op("round", v, name=name + "_r"), name=name + "_c",
+                                  min=-128.0, max=127.0), name=name + "_q", dtype="int32")
+            s = g.op("sub", q, g.const(name + "_zp", np.array([-2], np.int32)), name=name + "_s")
+            w = g.const(name + "_w", RNG.integers(-128, 128, (K, C, 3, 3)).astype(np.int32))
+            y = g.op("conv2d", s, w, name=name, stride=(1, 1), padding=(1, 1), dilation=(1, 1),
+                     groups=1)
+            v = g.op("mul", g.op("cast", y, name=name + "_f", dtype="float32"),
+                     name=name + "_scaled", scalar=2e-4)
+        graph = g.finish(v)
+        m = lt.compile_model(graph, None, "cpu", num_threads=1)
+        x = inputs(graph, -128, 127)
+        np.testing.assert_allclose(m(x), evaluate(graph, x)[0], rtol=1e-6, atol=1e-6)
+        asm = subprocess.run([objdump, "-d", str(m.lib_path)], capture_output=True,
+                             text=True).stdout
+        assert "vpmaddwd" in asm
+        for wider in ("%zmm", "vpdpbusd", "tdpbusd", "ldtilecfg", "vdpbf16ps"):
+            assert wider not in asm, wider
+    finally:
+        monkeypatch.delenv("LOOPTUNE_HOST_ISA", raising=False)
+        host.cache_clear()

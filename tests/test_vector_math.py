@@ -78,3 +78,22 @@ def test_nan_stays_nan():
         y = empty(x.shape, "float32")
         kernel(op, 64, 8)(x, y)
         assert np.isnan(y).all(), op
+
+
+@pytest.mark.parametrize("lanes", [8, "target"])
+def test_vector_round_is_numpys_half_to_even_exactly(lanes):
+    """Ties both ways, negative zero, the edges of float32's whole numbers, infinities, NaN."""
+    if lanes == "target":
+        lanes = lt.Target.create("cpu").vector_bits // 32
+    ties = np.arange(-40, 40, dtype="float32") + np.float32(0.5)
+    edges = np.array([0.0, -0.0, -0.3, 0.3, 0.49999997, -0.49999997, 8388607.5, -8388607.5,
+                      8388608.0, 16777217.0, 1e30, -1e30, np.inf, -np.inf, np.nan], "float32")
+    x = np.concatenate([ties, edges, inputs()]).astype("float32")
+    x = np.concatenate([x, np.zeros((-len(x)) % 64, "float32")])
+    mod = kernel("round", len(x), lanes)
+    y = empty(x.shape, "float32")
+    mod(x, y)
+    want = np.round(x)
+    got = np.asarray(y)
+    np.testing.assert_array_equal(got, want)
+    assert np.array_equal(np.signbit(got), np.signbit(want))

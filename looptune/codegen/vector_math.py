@@ -1,4 +1,4 @@
-"""Vectorized float32 exp, sigmoid, tanh and erf for GCC vector types of any width.
+"""Vectorized float32 exp, sigmoid, tanh, erf and round for GCC vector types of any width.
 
 A vectorized loop whose body calls one of these becomes straight-line vector code instead of
 a scalar libm call per element (what softmax, GELU, SiLU and layer_norm epilogues need).
@@ -13,13 +13,18 @@ tests/test_vector_math.py:
     erf      absolute error <= 4e-7 (measured 3e-7); the Taylor series below |x| 0.5 (relative
              error <= 3e-7 there), Abramowitz-Stegun 7.1.26 above
 
+round (half to even, numpy's) is exact: |x| + 2**23 - 2**23 in the default rounding mode
+(as rintf, which scalar code calls), the sign put back (-0.3 rounds to -0.0), |x| >= 2**23,
+infinities and NaN as they are. A quantizing kernel's round in a loop of exp (a quantized
+sigmoid) kept the whole loop scalar without it.
+
 exp is Cody-Waite range reduction (x = n ln2 + r, |r| <= ln2 / 2) with Cephes' degree-6
 polynomial for e^r, scaled by 2^n in two steps so that results down to the denormals and up
 to FLT_MAX come out right. NaN inputs give NaN.
 """
 from __future__ import annotations
 
-OPS = ("exp", "sigmoid", "tanh", "erf")
+OPS = ("exp", "sigmoid", "tanh", "erf", "round")
 
 
 def definitions(dtype: str, lanes: int) -> str:
@@ -50,6 +55,11 @@ static inline {V} lt_exp_{dtype}({V} x) {{
   y = lt_sel_{dtype}(x > 88.7228394f, {b}(__builtin_inff()), y);
   y = lt_sel_{dtype}(x < -103.972084f, {b}(0.0f), y);
   return lt_sel_{dtype}(x != x, x, y); }}
+static inline {V} lt_round_{dtype}({V} x) {{
+  {V} ax = ({V})(({M})x & 0x7fffffff);
+  {V} r = (ax + 8388608.0f) - 8388608.0f;
+  r = ({V})(({M})r | (({M})x & (int32_t)0x80000000));
+  return lt_sel_{dtype}(ax < 8388608.0f, r, x); }}
 static inline {V} lt_sigmoid_{dtype}({V} x) {{
   return 1.0f / (1.0f + lt_exp_{dtype}(-x)); }}
 static inline {V} lt_tanh_{dtype}({V} x) {{
