@@ -93,3 +93,52 @@ def test_integer_matmuls_of_signed_or_unsigned_activations_are_bit_exact(tmp_pat
     got = m(x)
     got = got[0] if isinstance(got, (list, tuple)) else got
     np.testing.assert_array_equal(got, _ort(path, {"x": x})[0])
+
+
+@pytest.mark.cc
+def test_an_int8_matmuls_epilogue_is_vector_code():
+    """The default schedule writes the unit's accumulator tile back through a vectorized
+    loop: a GELU epilogue's tanh is vector math, not a libm call per element."""
+    from looptune.dlight import default_schedule
+    from looptune.graph.ir import GraphBuilder
+    from looptune.graph.tasks import extract_tasks
+    g = GraphBuilder("gelu")
+    x = g.input("x", (64, 128), "float32")
+    q = g.op("cast", g.op("clip", g.op("round", x, name="r"), name="c", min=0.0, max=255.0),
+             name="q", dtype="int32")
+    w = g.const("w", RNG.integers(-127, 128, (128, 64)).astype(np.int32))
+    y = g.op("mul", g.op("cast", g.op("matmul", q, w, name="mm"), name="f", dtype="float32"),
+             name="s", scalar=1e-4)
+    graph = g.finish(g.op("gelu", y, name="gelu", approximate="tanh"))
+    task = [t for t in extract_tasks(graph) if "matmul" in t.task_name][0]
+    trace = default_schedule(task.func, lt.Target.create("cpu")).trace.as_python()
+    if "tensorize" not in trace:
+        pytest.skip("no int8 unit on this machine")
+    m = lt.compile_model(graph, None, "cpu", num_threads=1)
+    x = RNG.uniform(0, 255, (64, 128)).astype(np.float32)
+    from looptune.graph import evaluate
+    np.testing.assert_allclose(m(x), evaluate(graph, x)[0], rtol=1e-5, atol=1e-5)
+    assert "vectorize" in trace.split("tensorize")[-1]
+
+
+@pytest.mark.cc
+def test_a_whole_tensor_min_is_a_vector_reduction_and_nan_still_wins():
+    """A dynamic quantization's range (min and max of the whole activation) reduces in vector
+    partials (rfactor), not one scalar chain; a NaN anywhere still makes it NaN."""
+    from looptune.dlight import default_schedule
+    from looptune.graph import evaluate
+    from looptune.graph.ir import GraphBuilder
+    from looptune.graph.tasks import extract_tasks
+    g = GraphBuilder("range")
+    x = g.input("x", (1, 64, 256), "float32")
+    lo = g.op("minimum", g.op("min", x, name="min", axis=(0, 1, 2), keepdims=False),
+              name="lo", scalar=0.0)
+    graph = g.finish(lo)
+    (task,) = extract_tasks(graph)
+    assert "rfactor" in default_schedule(task.func, lt.Target.create("cpu")).trace.as_python()
+    m = lt.compile_model(graph, None, "cpu", num_threads=1)
+    a = RNG.normal(0, 1, (1, 64, 256)).astype(np.float32)
+    a[0, 40, 3] = -77.0
+    np.testing.assert_array_equal(m(a), evaluate(graph, a)[0])
+    a[0, 9, 200] = np.nan
+    assert np.isnan(m(a)).all()

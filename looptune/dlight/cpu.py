@@ -53,7 +53,8 @@ def cpu_schedule(sch, target) -> Schedule:
         b = sch.get_block(name)
         blk = sch.get(b)
         kinds = loop_kinds(sch, b)
-        if "R" in kinds and "O" not in kinds and has_reuse(blk):
+        if "R" in kinds and "O" not in kinds and has_reuse(blk) \
+                and _spatial_points(blk) > 1:  # not a reduction to one number
             got = tile_with_intrinsic(sch, b, kinds, target)  # int8, bf16: the unit's
             if got is not None:
                 sch, handled = got
@@ -65,6 +66,15 @@ def cpu_schedule(sch, target) -> Schedule:
     from ..tune.postproc.rewrite_layout import RewriteLayout
     RewriteLayout().apply(sch)  # constant weights in the order the tiles read them
     return sch
+
+
+def _spatial_points(blk) -> int:
+    """How many results the block computes: a whole-tensor min or max (a dynamic
+    quantization's range) computes one, and is a vector reduction, not a tile of outputs."""
+    points = 1
+    for iv in blk.iter_vars:
+        points *= iv.extent if iv.kind == "S" else 1
+    return points
 
 
 WINDOW = 64  # reduction points of a window-only reduction (depthwise 3x3 to 7x7, pooling)

@@ -136,15 +136,23 @@ def _tiled(sch, name, kinds, intrin, target):
     acc = sch.cache_write(b, 0, "local")
     sch.reverse_compute_at(acc, write_at)
     handled = {name}
+    written = [sch.get(acc).name]  # the blocks that write the tile back, epilogue and all
     for c in sch.get_consumers(acc):
         cb = sch.get(c)
         if is_elementwise(cb):
             try:
                 sch.reverse_compute_at(c, write_at)
-                sch.reverse_compute_inline(c)
                 handled.add(cb.name)
+                written.append(cb.name)
+                sch.reverse_compute_inline(c)
+                written.pop()
             except ScheduleError:
                 pass
+    for w in written:  # the write-back vectorized: an epilogue's exp or tanh as vector math
+        try:
+            sch.vectorize(sch.get_loops(sch.get_block(w))[-1])
+        except ScheduleError:
+            pass
     par = [lp for lp in par if sch.get(lp).kind == "serial"]
     if par:
         fused = sch.fuse(*par) if len(par) > 1 else par[0]
