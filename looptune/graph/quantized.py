@@ -25,6 +25,8 @@ from .ir import Graph, rebuild
 
 VIEWS = ("reshape",)
 FLOAT_EXACT = 2 ** 24  # float32 holds every integer up to this exactly
+UNIT_COLUMNS = 16  # output channels a convolution needs in whole multiples for the int8
+                   # units' register tiles (16 int32 lanes; AMX and 8-lane units divide it)
 
 
 def _range_of(v) -> tuple | None:
@@ -128,9 +130,12 @@ def _rewrite_conv(g, node, get):
     if off is None:
         return None
     name, shift = node.name, off + zp
-    if w8.shape[1] % 4 and w8[0].size * 255 * 128 <= FLOAT_EXACT:
-        # no unit takes it (the first layer's 3 channels, a depthwise filter): summed in
-        # float32, exact below 2**24, by the float kernels
+    groups = int(node.attrs.get("groups", 1))
+    if (w8.shape[1] % 4 or w8.shape[0] % UNIT_COLUMNS or groups > 1) \
+            and w8[0].size * 255 * 128 <= FLOAT_EXACT:
+        # no unit takes it (the first layer's 3 channels, output channels in no whole
+        # number of a unit's columns, a depthwise or grouped filter, which stay NCHW):
+        # summed in float32, exact below 2**24, by the float kernels
         x = g.op("cast", get(a), name=name + "_f32", dtype="float32")
         acc = g.op("conv2d", x, g.const(name + "_f32w", w8.astype(np.float32)), name=name,
                    **node.attrs)
