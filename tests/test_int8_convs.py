@@ -135,11 +135,13 @@ def test_only_kernels_with_guarded_loads_get_the_compiler_workaround():
     clip = te.compute((64,), lambda i: te.max(te.min(A[i], 6.0), 0.0), name="clip")
     B = te.placeholder((64,), name="B")
     padded = te.compute((64,), lambda i: te.if_then_else(A[i] > 0.0, B[i], 0.5), name="pad")
+    both = te.compute((64,), lambda i: te.all(A[i] > 0.0, B[i] > 0.0).astype("float32"),
+                      name="both")  # C's &&: B[i] is read only where A[i] > 0
     results = {}
-    for name, out in (("clip", clip), ("pad", padded)):
+    for name, out in (("clip", clip), ("pad", padded), ("both", both)):
         func = te.create_prim_func([A, out] if name == "clip" else [A, B, out], name=name)
         results[name] = has_guarded_loads(backend.lower(func))
-    assert results == {"clip": False, "pad": True}
+    assert results == {"clip": False, "pad": True, "both": True}
     from looptune.env import cc
     workaround = set(workaround_flags(cc()))
     assert workaround <= set(backend.flags(guarded_loads=True))

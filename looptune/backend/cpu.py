@@ -35,9 +35,10 @@ GCC_X86 = {
 
 
 def has_guarded_loads(node) -> bool:
-    """Whether lowered code reads a buffer under a condition (a select's arm, an if's body):
-    what GCC's if-conversion bug needs (runtime.compiler.workaround_flags)."""
-    from ..tir.expr import BufferLoad, Select
+    """Whether lowered code reads a buffer under a condition (a select's arm, an if's body,
+    the right side of C's short-circuit && and ||): what GCC's if-conversion bug needs
+    (runtime.compiler.workaround_flags)."""
+    from ..tir.expr import Binary, BufferLoad, Select
     from ..tir.stmt import IfThenElse
     found = []
 
@@ -54,6 +55,8 @@ def has_guarded_loads(node) -> bool:
         if isinstance(n, Select):
             visit(n.true_value, loads)
             visit(n.false_value, loads)
+        elif isinstance(n, Binary) and n.op in ("and", "or"):
+            visit(n.b, loads)
         elif isinstance(n, IfThenElse):
             visit(n.then_case, loads)
             if n.else_case is not None:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 
 from .common import ImportError_
+from .onnx_nn import _pads
 from .onnx_ops import HANDLERS, _on, _opt
 from .onnx_quant import (_check_scale, _int_type, _qlinear_add_as_ort, _qlinear_mul_as_ort,
-                         _quantize_probabilities, _scale, _typed, dequantize, quantize,
-                         requantize, shift)
+                         _quantize_probabilities, _scale, _typed, dequantize,
+                         fused_by_onnx_runtime, quantize, requantize, shift)
 
 
 @_on("com.microsoft.QGemm")
@@ -43,16 +44,16 @@ def _qgemm(imp, name, ins, at):
                                   len(acc.shape) - 1), dtype)
 
 
-def _wrapped(op_name, float_op, *, zp_first=False):
+def _wrapped(op_name, float_op):
     """A com.microsoft operator X, x_scale, x_zp, y_scale, y_zp (zero points optional) that is
-    quantize(float_op(dequantize(x))) (zp_first: see quantize)."""
+    quantize(float_op(dequantize(x)))."""
     def h(imp, name, ins, at):
         x, sx, zx, sy, zy = (_opt(ins, i) for i in range(5))
         dtype = _int_type(imp, name, 4, 0, 2)
         f = dequantize(imp, name + "_x", x, _check_scale(imp, name, sx, "X_scale"), zx)
         y = float_op(imp, name + "_" + op_name, f, at)
         return _typed(imp, quantize(imp, name, y, _check_scale(imp, name, sy, "Y_scale"), zy,
-                                    dtype, zp_first=zp_first), dtype)
+                                    dtype), dtype)
     return h
 
 
@@ -91,24 +92,50 @@ def _channels_first(imp, name, x, at):
     return imp.op("transpose", x, name=name + "_nchw", perm=to_first), back
 
 
+def _window(at, size):
+    """(kernel, strides, pads before, pads after) of a pooling window over `size`."""
+    kernel = [int(k) for k in at["kernel_shape"]]
+    strides = [int(s) for s in at.get("strides", [1] * len(size))]
+    before, after = _pads(at, size, kernel, strides, [1] * len(size))
+    return kernel, strides, list(before), list(after)
+
+
+def _padded_to_the_last_window(size, at):
+    """Pooling attributes with explicit pads that reach the end of every window (ceil_mode's
+    last one may run past the padding): the same windows, without ceil_mode."""
+    kernel, strides, before, after = _window(at, size)
+    ceil = bool(at.get("ceil_mode", 0))
+    ends = []
+    for s, k, st, b, a in zip(size, kernel, strides, before, after):
+        span = s + b + a - k
+        o = (-(-span // st) if ceil else span // st) + 1
+        if ceil and (o - 1) * st >= s + b:  # the last window must start inside
+            o -= 1
+        ends.append(max(a, (o - 1) * st + k - s - b))
+    kept = {k: v for k, v in at.items() if k not in ("auto_pad", "ceil_mode")}
+    return {**kept, "pads": before + ends}
+
+
 def _average_pool(imp, name, x, at):
+    """AveragePool of float x (NCHW, or NHWC where channels_last) as ONNX Runtime's
+    QLinearAveragePool averages: count_include_pad divides every window by the kernel's size,
+    also one that ceil_mode runs past the padding (ONNX's AveragePool divides that one by the
+    part of it within the padding)."""
     x, back = _channels_first(imp, name, x, at)
     pool_at = {k: v for k, v in at.items() if k != "channels_last"}
+    if pool_at.get("count_include_pad", 0):
+        pool_at = _padded_to_the_last_window(x.shape[2:], pool_at)
     y = HANDLERS["AveragePool"](imp, name, [x], pool_at)
     return y if back is None else imp.op("transpose", y, name=name + "_nhwc", perm=back)
 
 
-HANDLERS["com.microsoft.QLinearAveragePool"] = _wrapped("average_pool", _average_pool,
-                                                        zp_first=True)
-
-
-@_on("com.microsoft.QLinearGlobalAveragePool")
-def _qlinear_global_average_pool(imp, name, ins, at):
-    """sum(x - zx) over the image in int32, requantized by x_scale / (y_scale * pixels)."""
-    x, sx, zx, sy, zy = ins[:5]
-    dtype = _int_type(imp, name, 4, 0, 2)
+def _global_average(imp, name, x, params, dtype, channels_last):
+    """sum(x - zx) over the image in int32, requantized by x_scale / (y_scale * pixels):
+    ONNX Runtime's QLinearGlobalAveragePool (params: x_scale, x_zero_point, y_scale,
+    y_zero_point)."""
+    sx, zx, sy, zy = params
     rank = len(x.shape)
-    axes = tuple(range(1, rank - 1)) if at.get("channels_last", 0) else tuple(range(2, rank))
+    axes = tuple(range(1, rank - 1)) if channels_last else tuple(range(2, rank))
     pixels = int(np.prod([x.shape[a] for a in axes]))
     acc = imp.op("sum", shift(imp, name + "_x", x, zx), name=name + "_sum", axis=axes,
                  keepdims=True)
@@ -116,7 +143,62 @@ def _qlinear_global_average_pool(imp, name, ins, at):
     if sx.size != 1 or sy.size != 1:
         raise ImportError_(f"node {name}: QLinearGlobalAveragePool needs one scale each")
     multiplier = sx.reshape(()) / (sy.reshape(()) * np.float32(pixels))
-    return _typed(imp, requantize(imp, name, acc, multiplier, zy, dtype, None), dtype)
+    return requantize(imp, name, acc, multiplier, zy, dtype, None)
+
+
+def _average(imp, name, ins, at, dtype):
+    """ONNX Runtime's QLinearAveragePool of ins (X, x_scale, x_zero_point, y_scale,
+    y_zero_point; zero points optional): a window over the whole image without padding is
+    its global average (an int32 sum, requantized); other windows average the dequantized
+    values in float32 (see _average_pool) and quantize them with the zero point added before
+    rounding."""
+    x, sx, zx, sy, zy = (list(ins) + [None] * 5)[:5]
+    last = bool(at.get("channels_last", 0))
+    size = x.shape[1:-1] if last else x.shape[2:]
+    kernel, _, before, after = _window(at, size)
+    if list(size) == kernel and not any(before + after):
+        return _global_average(imp, name, x, (sx, zx, sy, zy), dtype, last)
+    if len(size) > 2:
+        raise ImportError_(f"node {name}: average pooling over {len(size)}-D windows is not "
+                           "supported (1-D and 2-D windows are, and global averages)")
+    f = dequantize(imp, name + "_x", x, _check_scale(imp, name, sx, "x_scale"), zx)
+    y = _average_pool(imp, name + "_average_pool", f, at)
+    return quantize(imp, name, y, _check_scale(imp, name, sy, "y_scale"), zy, dtype,
+                    zp_first=True)
+
+
+@_on("com.microsoft.QLinearAveragePool")
+def _qlinear_average_pool(imp, name, ins, at):
+    dtype = _int_type(imp, name, 4, 0, 2)
+    return _typed(imp, _average(imp, name, ins, at, dtype), dtype)
+
+
+@_on("com.microsoft.QLinearGlobalAveragePool")
+def _qlinear_global_average_pool(imp, name, ins, at):
+    dtype = _int_type(imp, name, 4, 0, 2)
+    return _typed(imp, _global_average(imp, name, ins[0], ins[1:5], dtype,
+                                       bool(at.get("channels_last", 0))), dtype)
+
+
+def as_qlinear_pool(imp, name, scale, zp, dtype):
+    """The QuantizeLinear being translated (scale, zp: its own) of an AveragePool or
+    GlobalAveragePool of a DequantizeLinear, as ONNX Runtime runs the three: fused into its
+    QLinearAveragePool / QLinearGlobalAveragePool (see fused_by_onnx_runtime) where both
+    quantizations are per tensor; None where it does not."""
+    from onnx import helper
+    pool = fused_by_onnx_runtime(imp, dtype, ("AveragePool", "GlobalAveragePool"))
+    if pool is None:
+        return None
+    dq, _ = imp.uses(pool.input[0])
+    x, sx, zx = ([imp.env[i] if i else None for i in dq.input] + [None])[:3]
+    params = (sx, zx, scale, zp)
+    if any(p is not None and (not p.is_const or p.data.size != 1) for p in params):
+        return None
+    if pool.op_type == "GlobalAveragePool":
+        return _global_average(imp, name, x, params, dtype, False)
+    at = {a.name: helper.get_attribute_value(a) for a in pool.attribute}
+    at = {k: v.decode() if isinstance(v, bytes) else v for k, v in at.items()}
+    return _average(imp, name, [x, *params], at, dtype)
 
 
 def _binary_operands(imp, name, ins):

@@ -216,7 +216,10 @@ def _quantize_linear(imp, name, ins, at):
     x, scale, zp = ins[0], _check_scale(imp, name, ins[1], "the scale"), _opt(ins, 2)
     dtype = _output_type(imp, name, at, 2)
     axis = _axis(name, at, len(x.shape))
-    y = _as_onnx_runtime_group(imp, name, x, scale, zp, dtype)
+    from .onnx_qlinear import as_qlinear_pool  # (it imports this module)
+    y = as_qlinear_pool(imp, name, scale, zp, dtype)
+    if y is None:
+        y = _as_onnx_runtime_group(imp, name, x, scale, zp, dtype)
     if y is None:
         y = quantize(imp, name, x, scale, zp, dtype, axis)
     return _typed(imp, y, dtype)
@@ -325,12 +328,36 @@ def _quantize_probabilities(imp, name, p, scale, zp, dtype):
     return saturate(imp, name, y, zp, dtype)
 
 
+def fused_by_onnx_runtime(imp, dtype, ops):
+    """The ONNX node (of one of `ops`) that makes the input of the QuantizeLinear being
+    translated, to `dtype`, where ONNX Runtime fuses the two and the DequantizeLinear nodes
+    that feed it into one of its QLinear operators, as its QDQ selectors do: every input of
+    the node dequantized from the same 8-bit type as the output's, the node read by this
+    QuantizeLinear alone; None where it does not."""
+    from onnx import helper
+    node, reads = imp.uses(imp.node.input[0])
+    if node is None or node.domain not in ("", "ai.onnx") or node.op_type not in ops \
+            or reads != 1 or dtype not in (np.dtype(np.int8), np.dtype(np.uint8)):
+        return None
+    outputs = {o.name for o in imp.graph.output}
+    for i in node.input:
+        dq, _ = imp.uses(i)
+        if dq is None or dq.op_type != "DequantizeLinear" or dq.domain not in ("", "ai.onnx") \
+                or dq.output[0] in outputs \
+                or imp.type_of(dq.input[0])[1] != helper.np_dtype_to_tensor_dtype(dtype):
+            return None
+    return node
+
+
 def _as_onnx_runtime_group(imp, name, x, scale, zp, dtype):
-    """x quantized as ONNX Runtime computes dequantize -> Softmax / Add / Mul / AveragePool ->
-    quantize of per-tensor 8-bit values, which it runs as one QLinearSoftmax / QLinearAdd /
-    QLinearMul / QLinearAveragePool with rounding of their own; None for anything else."""
+    """x quantized as ONNX Runtime computes dequantize -> Softmax / Add / Mul -> quantize of
+    per-tensor 8-bit values where it fuses them (fused_by_onnx_runtime) into one
+    QLinearSoftmax / QLinearAdd / QLinearMul with rounding of their own (pooling:
+    onnx_qlinear.as_qlinear_pool); None for anything else."""
     p = x.producer
-    if p is None or p.op not in ("softmax", "add", "mul", "avg_pool2d") or not scale.is_const \
+    if fused_by_onnx_runtime(imp, dtype, ("Softmax", "Add", "Mul")) is None:
+        return None
+    if p is None or p.op not in ("softmax", "add", "mul") or not scale.is_const \
             or scale.data.size != 1 or dtype not in (np.dtype(np.int8), np.dtype(np.uint8)) \
             or (zp is not None and (not zp.is_const or zp.data.size != 1)):
         return None
@@ -339,8 +366,6 @@ def _as_onnx_runtime_group(imp, name, x, scale, zp, dtype):
         return None
     if p.op == "softmax":
         return _quantize_probabilities(imp, name, x, scale, zp, dtype)
-    if p.op == "avg_pool2d":
-        return quantize(imp, name, x, scale, zp, dtype, zp_first=True)
     if len(sources) != 2 or p.attrs:
         return None
     (_, a, sa, za), (_, b, sb, zb) = sources
