@@ -237,21 +237,10 @@ def _dequantize_linear(imp, name, ins, at):
 def _dynamic_quantize_linear(imp, name, ins, at):
     """uint8 with scale = (max(x, 0) - min(x, 0)) / 255 (ONNX Runtime's 1 where that is 0:
     x all zeros) and zero point saturate(round(-min(x, 0) / scale))."""
+    from ..graph.quantize import dynamic_range
     x = ins[0]
-    axes = tuple(range(len(x.shape)))
-    hi = imp.op("maximum", imp.op("max", x, name=name + "_max", axis=axes, keepdims=False),
-                name=name + "_hi", scalar=0.0)
-    lo = imp.op("minimum", imp.op("min", x, name=name + "_min", axis=axes, keepdims=False),
-                name=name + "_lo", scalar=0.0)
-    span = imp.op("sub", hi, lo, name=name + "_span")
-    flat = imp.op("equal", span, name=name + "_flat", scalar=0.0)
-    scale = imp.op("where", flat, imp.const(name + "_one", np.ones(1, np.float32)),
-                   imp.op("div", span, name=name + "_step", scalar=255.0), name=name + "_scale")
-    zp = imp.op("sub", imp.op("div", lo, scale, name=name + "_lo_steps"), name=name + "_zpf",
-                scalar=0.0, reverse=True)
-    zp = imp.op("cast", imp.op("round", imp.op("clip", zp, name=name + "_zpc", min=0.0,
-                                               max=255.0), name=name + "_zpr"),
-                name=name + "_zp", dtype="int32")
+    scale, zp = dynamic_range(imp.op, imp.const, x, name)
+    zp = imp.op("cast", zp, name=name + "_zp", dtype="int32")
     y = quantize(imp, name, x, scale, zp, np.dtype(np.uint8))
     return [y, imp.e.reshape(scale, ()), imp.e.reshape(zp, ())]
 

@@ -156,23 +156,31 @@ def _quantize_static(g, x, name, lo, hi):
                 name=name + "_shift"), scale
 
 
-def _quantize_dynamic(g, x, name):
-    """(q - z_x, s_x) computed from x: DynamicQuantizeLinear's scale = (max(x, 0) - min(x, 0))
-    / 255 (1 where that is 0) and zero point saturate(round(-min(x, 0) / scale))."""
+def dynamic_range(op, const, x, name):
+    """(scale, zero point as a rounded float32) of uint8 values computed from x per call, as
+    ONNX's DynamicQuantizeLinear does: scale = (max(x, 0) - min(x, 0)) / 255 (1 where that is
+    0: x all zeros), zero point clip(round(-min(x, 0) / scale), 0, 255). `op` and `const`
+    build nodes and constants (a GraphBuilder's, or an importer's)."""
     axes = tuple(range(len(x.shape)))
-    hi = g.op("maximum", g.op("max", x, name=name + "_max", axis=axes, keepdims=False),
-              name=name + "_hi", scalar=0.0)
-    lo = g.op("minimum", g.op("min", x, name=name + "_min", axis=axes, keepdims=False),
-              name=name + "_lo", scalar=0.0)
-    span = g.op("sub", hi, lo, name=name + "_span")
-    flat = g.op("equal", span, name=name + "_flat", scalar=0.0)
-    scale = g.op("where", flat, g.const(name + "_one", np.ones(1, np.float32)),
-                 g.op("div", span, name=name + "_step", scalar=float(QMAX_ACTIVATION)),
-                 name=name + "_scale")
-    zp = g.op("sub", g.op("div", lo, scale, name=name + "_lo_steps"), name=name + "_zpf",
-              scalar=0.0, reverse=True)
-    zp = g.op("round", g.op("clip", zp, name=name + "_zpc", min=0.0,
-                            max=float(QMAX_ACTIVATION)), name=name + "_zpr")
+    hi = op("maximum", op("max", x, name=name + "_max", axis=axes, keepdims=False),
+            name=name + "_hi", scalar=0.0)
+    lo = op("minimum", op("min", x, name=name + "_min", axis=axes, keepdims=False),
+            name=name + "_lo", scalar=0.0)
+    span = op("sub", hi, lo, name=name + "_span")
+    flat = op("equal", span, name=name + "_flat", scalar=0.0)
+    scale = op("where", flat, const(name + "_one", np.ones(1, np.float32)),
+               op("div", span, name=name + "_step", scalar=float(QMAX_ACTIVATION)),
+               name=name + "_scale")
+    zp = op("sub", op("div", lo, scale, name=name + "_lo_steps"), name=name + "_zpf",
+            scalar=0.0, reverse=True)
+    zp = op("round", op("clip", zp, name=name + "_zpc", min=0.0, max=float(QMAX_ACTIVATION)),
+            name=name + "_zpr")
+    return scale, zp
+
+
+def _quantize_dynamic(g, x, name):
+    """(q - z_x, s_x) computed from x per call (dynamic_range)."""
+    scale, zp = dynamic_range(g.op, g.const, x, name)
     q = _uint8(g, name, x, scale, zp)
     zp = g.op("cast", zp, name=name + "_zp", dtype="int32")
     return g.op("sub", q, zp, name=name + "_shift"), scale
